@@ -1,0 +1,55 @@
+# mlfabric: make help lists the targets.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+MLFABRIC := $(VENV)/bin/mlfabric
+PYTEST_ARGS ?=
+TARGET ?= $(or $(MLFABRIC_TARGET),python)
+
+.DEFAULT_GOAL := help
+.PHONY: help setup run run-smoke test test-unit test-target test-emulation p4 bench lint typecheck doctor clean-net clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo "  variables: TARGET=python|bmv2 (switch target for tests), PYTEST_ARGS=..."
+
+setup: ## install Debian packages, the virtual environment and Python dependencies (idempotent)
+	@tools/bootstrap.sh
+
+run: setup ## the main job: the Mininet smoke run (pipeline, rules, a packet between two hosts)
+	@$(MLFABRIC) smoke
+
+run-smoke: run ## alias of run
+
+test: setup ## run every test tier this machine can run; prints why a tier is skipped
+	@MLFABRIC_TARGET=$(TARGET) $(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: setup ## only the unit tier
+	@MLFABRIC_TARGET=$(TARGET) $(PY) -m pytest -m unit $(PYTEST_ARGS)
+
+test-target: setup ## only the packet-level tier on TARGET
+	@MLFABRIC_TARGET=$(TARGET) $(PY) -m pytest -m target $(PYTEST_ARGS)
+
+test-emulation: setup ## only the Mininet tier (root)
+	@MLFABRIC_TARGET=$(TARGET) $(PY) -m pytest -m emulation $(PYTEST_ARGS)
+
+p4: setup ## recompile every P4 program with p4c-bm2-ss and rewrite the manifests
+	@$(MLFABRIC) p4 compile
+
+bench: setup ## run the benchmarks; writes bench/results/*.json
+	@$(PY) -m bench
+
+lint: setup ## ruff
+	@$(VENV)/bin/ruff check controller pybmv2 tests bench mininet
+
+typecheck: setup ## mypy
+	@$(VENV)/bin/mypy
+
+doctor: setup ## report the toolchain, Mininet and qdiscs this machine has
+	@$(MLFABRIC) doctor
+
+clean-net: ## remove every namespace, link and switch process mlfabric created
+	@if [ -x $(MLFABRIC) ]; then $(MLFABRIC) clean-net; else echo "nothing to clean: no virtual environment"; fi
+
+clean: clean-net ## remove the virtual environment and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Prepare this machine for mlfabric, idempotently: Debian packages, a virtual environment
+# that sees Debian's Mininet, and the Python dependencies. A ready machine returns at once.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${MLFABRIC_VENV:-$ROOT/.venv}"
+APT_PACKAGES=(mininet iproute2 iperf3 tcpdump ethtool python3-venv python3-pip)
+STAMP="$VENV/.mlfabric-installed"
+
+log() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+missing_apt_packages() {
+    local pkg
+    for pkg in "${APT_PACKAGES[@]}"; do
+        if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+            printf '%s ' "$pkg"
+        fi
+    done
+}
+
+install_apt_packages() {
+    local missing
+    missing="$(missing_apt_packages)"
+    [[ -z "$missing" ]] && return 0
+    if [[ $EUID -ne 0 ]]; then
+        log "missing Debian packages: $missing; run as root or install them with apt-get"
+        exit 1
+    fi
+    log "installing Debian packages: $missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get -o DPkg::Lock::Timeout=600 update -qq
+    # shellcheck disable=SC2086
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $missing >/dev/null
+}
+
+requirements_digest() {
+    sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1
+}
+
+link_debian_mininet() {
+    # Debian installs Mininet into the system Python's dist-packages. Expose exactly that
+    # package (not the whole dist-packages directory) inside the virtual environment.
+    local site
+    site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    if [[ -d /usr/lib/python3/dist-packages/mininet && ! -e "$site/mininet" ]]; then
+        ln -s /usr/lib/python3/dist-packages/mininet "$site/mininet"
+    fi
+}
+
+install_python_packages() {
+    if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$(requirements_digest)" ]]; then
+        return 0
+    fi
+    if [[ ! -x "$VENV/bin/python" ]]; then
+        log "creating virtual environment $VENV"
+        /usr/bin/python3 -m venv "$VENV"
+    fi
+    log "installing Python dependencies into $VENV"
+    if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[test,dev]" \
+            >"$VENV/pip-install.log" 2>&1; then
+        cat "$VENV/pip-install.log" >&2
+        log "pip install failed (log: $VENV/pip-install.log)"
+        exit 1
+    fi
+    requirements_digest >"$STAMP"
+}
+
+install_apt_packages
+install_python_packages
+link_debian_mininet
