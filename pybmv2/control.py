@@ -1,0 +1,154 @@
+"""Compile a BMv2 JSON pipeline (tables and conditionals) into a graph of closures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pybmv2.errors import JsonFormatError, UnsupportedJsonError
+from pybmv2.expressions import compile_expression
+from pybmv2.layout import PhvLayout
+from pybmv2.primitives import Action
+from pybmv2.state import PacketState
+from pybmv2.tables import ActionCall, MatchTable, TableEntry
+
+__all__ = ["CompiledPipeline", "parse_action_entry"]
+
+Node = Callable[[PacketState], Any]
+
+
+def parse_action_entry(spec: dict[str, Any]) -> ActionCall:
+    """The ActionCall of a JSON ``default_entry`` or const entry ``action_entry``."""
+    args = tuple(int(a, 16) for a in spec.get("action_data", []))
+    return ActionCall(int(spec["action_id"]), args)
+
+
+class CompiledPipeline:
+    """One control (``ingress`` or ``egress``): its tables and compiled control flow."""
+
+    def __init__(
+        self,
+        layout: PhvLayout,
+        spec: dict[str, Any],
+        actions: dict[int, Action],
+        direct_counters: dict[str, Any],
+    ) -> None:
+        self.name: str = spec["name"]
+        if spec.get("action_profiles"):
+            names = [p.get("name") for p in spec["action_profiles"]]
+            raise UnsupportedJsonError(f"pipeline {self.name!r}: action profiles {names}")
+        action_names = {a.id: a.name for a in actions.values()}
+        self.tables: dict[str, MatchTable] = {}
+        for t in spec.get("tables", []):
+            table = MatchTable(layout, t, action_names)
+            self._load_defaults(table, t)
+            self.tables[table.name] = table
+        self._nodes: dict[str, list[Node]] = {}
+        cells: dict[str, list[Node]] = {}
+        for name in list(self.tables) + [c["name"] for c in spec.get("conditionals", [])]:
+            cells[name] = []
+
+        def ref(name: str | None) -> list[Node] | None:
+            if name is None:
+                return None
+            if name not in cells:
+                raise JsonFormatError(f"pipeline {self.name!r}: unknown node {name!r}")
+            return cells[name]
+
+        for t in spec.get("tables", []):
+            table = self.tables[t["name"]]
+            counter = direct_counters.get(table.name)
+            cells[table.name].append(self._table_node(table, t, actions, ref, counter is not None))
+        for c in spec.get("conditionals", []):
+            cells[c["name"]].append(self._conditional_node(layout, c, ref))
+        init = spec.get("init_table")
+        self._first = ref(init)
+
+    @staticmethod
+    def _load_defaults(table: MatchTable, t: dict[str, Any]) -> None:
+        d = t.get("default_entry")
+        if d:
+            table.default = parse_action_entry(d)
+            table.initial_default = table.default
+            table.default_is_const = bool(d.get("action_const", False))
+            table.default_entry_is_const = bool(d.get("action_entry_const", False))
+        for e in t.get("entries", []):
+            key = []
+            for m in e["match_key"]:
+                mt = m["match_type"]
+                if mt in ("exact", "valid"):
+                    key.append(int(m["key"], 16))
+                elif mt == "lpm":
+                    key.append((int(m["key"], 16), int(m["prefix_length"])))
+                elif mt in ("ternary", "optional"):
+                    key.append((int(m["key"], 16), int(m["mask"], 16)))
+                elif mt == "range":
+                    key.append((int(m["start"], 16), int(m["end"], 16)))
+                else:
+                    raise UnsupportedJsonError(f"table {table.name!r}: const entry match {mt!r}")
+            # BMv2 const-entry priorities: smaller is stronger. P4Runtime: larger wins.
+            prio = 0
+            if table.requires_priority:
+                prio = (1 << 24) - int(e.get("priority", 1))
+            entry = TableEntry(tuple(key), parse_action_entry(e["action_entry"]), prio, True)
+            table.max_size = max(table.max_size, len(table) + 1)
+            table.insert(entry)
+
+    @staticmethod
+    def _table_node(
+        table: MatchTable,
+        t: dict[str, Any],
+        actions: dict[int, Action],
+        ref: Callable[[str | None], list[Node] | None],
+        count_hits: bool,
+    ) -> Node:
+        next_tables = t.get("next_tables", {})
+        base_default = ref(t.get("base_default_next"))
+        hit_miss = "__HIT__" in next_tables or "__MISS__" in next_tables
+        hit_cell = ref(next_tables.get("__HIT__")) if hit_miss else None
+        miss_cell = ref(next_tables.get("__MISS__")) if hit_miss else None
+        by_action: dict[int, list[Node] | None] = {}
+        for aid, aname in zip(t.get("action_ids", []), t.get("actions", []), strict=False):
+            by_action[int(aid)] = ref(next_tables[aname]) if aname in next_tables else base_default
+        runners = {aid: a.run for aid, a in actions.items()}
+
+        def apply(s: PacketState) -> Any:
+            entry = table.lookup(s)
+            if entry is None:
+                call = table.default
+            else:
+                call = entry.action
+                if count_hits:
+                    entry.packets += 1
+                    entry.bytes += len(s.data)
+            s.args = call.args  # type: ignore[assignment]
+            run = runners.get(call.action_id)
+            if run is not None:
+                run(s)
+            if hit_miss:
+                cell = hit_cell if entry is not None else miss_cell
+            else:
+                cell = by_action.get(call.action_id, base_default)
+            return cell[0] if cell else None
+
+        return apply
+
+    @staticmethod
+    def _conditional_node(
+        layout: PhvLayout, c: dict[str, Any], ref: Callable[[str | None], list[Node] | None]
+    ) -> Node:
+        cond = compile_expression(layout, c["expression"])
+        true_cell, false_cell = ref(c.get("true_next")), ref(c.get("false_next"))
+
+        def branch(s: PacketState) -> Any:
+            cell = true_cell if cond(s) else false_cell
+            return cell[0] if cell else None
+
+        return branch
+
+    def apply(self, s: PacketState) -> None:
+        node = self._first[0] if self._first else None
+        while node is not None:
+            if s.exit:
+                break
+            node = node(s)

@@ -1,0 +1,82 @@
+"""The packet replication engine: multicast groups and clone (mirror) sessions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pybmv2.errors import EntryExistsError, EntryNotFoundError, InvalidEntryError
+
+__all__ = ["CloneSession", "ReplicationEngine", "Replica"]
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    egress_port: int
+    rid: int  # instance / egress_rid
+
+
+@dataclass(frozen=True, slots=True)
+class CloneSession:
+    session_id: int
+    replicas: tuple[Replica, ...]
+    class_of_service: int = 0
+    packet_length_bytes: int = 0  # truncation, 0 for none
+
+
+class ReplicationEngine:
+    """Multicast groups (mgid -> replicas) and clone sessions, as the PRE holds them."""
+
+    MAX_MGID = 0xFFFF
+    MAX_SESSION = 0x7FFF
+
+    def __init__(self) -> None:
+        self.groups: dict[int, tuple[Replica, ...]] = {}
+        self.sessions: dict[int, CloneSession] = {}
+
+    # multicast groups
+    def insert_group(self, mgid: int, replicas: tuple[Replica, ...]) -> None:
+        if not 0 < mgid <= self.MAX_MGID:
+            raise InvalidEntryError(f"multicast group id {mgid} out of range 1..{self.MAX_MGID}")
+        if mgid in self.groups:
+            raise EntryExistsError(f"multicast group {mgid} already exists")
+        self._check_unique(replicas, f"multicast group {mgid}")
+        self.groups[mgid] = replicas
+
+    def modify_group(self, mgid: int, replicas: tuple[Replica, ...]) -> None:
+        if mgid not in self.groups:
+            raise EntryNotFoundError(f"multicast group {mgid} does not exist")
+        self._check_unique(replicas, f"multicast group {mgid}")
+        self.groups[mgid] = replicas
+
+    def delete_group(self, mgid: int) -> None:
+        if self.groups.pop(mgid, None) is None:
+            raise EntryNotFoundError(f"multicast group {mgid} does not exist")
+
+    # clone sessions
+    def insert_session(self, session: CloneSession) -> None:
+        sid = session.session_id
+        if not 0 < sid <= self.MAX_SESSION:
+            raise InvalidEntryError(f"clone session id {sid} out of range 1..{self.MAX_SESSION}")
+        if sid in self.sessions:
+            raise EntryExistsError(f"clone session {sid} already exists")
+        self._check_unique(session.replicas, f"clone session {sid}")
+        self.sessions[sid] = session
+
+    def modify_session(self, session: CloneSession) -> None:
+        if session.session_id not in self.sessions:
+            raise EntryNotFoundError(f"clone session {session.session_id} does not exist")
+        self._check_unique(session.replicas, f"clone session {session.session_id}")
+        self.sessions[session.session_id] = session
+
+    def delete_session(self, sid: int) -> None:
+        if self.sessions.pop(sid, None) is None:
+            raise EntryNotFoundError(f"clone session {sid} does not exist")
+
+    def clear(self) -> None:
+        self.groups.clear()
+        self.sessions.clear()
+
+    @staticmethod
+    def _check_unique(replicas: tuple[Replica, ...], what: str) -> None:
+        if len(set(replicas)) != len(replicas):
+            raise InvalidEntryError(f"{what}: duplicate replica")

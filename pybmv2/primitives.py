@@ -1,0 +1,321 @@
+"""Compile BMv2 action primitives (simple_switch's set) into closures.
+
+A compiled primitive is ``op(state) -> int | None``: it returns the index of the next
+primitive only for the ``_jump`` family, and None to fall through.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pybmv2.calculations import Calculation
+from pybmv2.errors import JsonFormatError, UnsupportedJsonError
+from pybmv2.expressions import (
+    Eval,
+    compile_header_ref,
+    compile_operand,
+    field_writer,
+)
+from pybmv2.externs import CounterArray, MeterArray, RegisterArray
+from pybmv2.layout import PhvLayout
+from pybmv2.state import PacketState
+
+__all__ = ["Action", "Externs", "Primitive", "compile_action", "compile_primitive"]
+
+log = logging.getLogger(__name__)
+
+Primitive = Callable[[PacketState], int | None]
+
+#: RegisterAccess::MIRROR_SESSION_ID_VALID_MASK
+MIRROR_VALID = 1 << 15
+
+
+@dataclass(slots=True)
+class Externs:
+    """The named objects that primitives refer to."""
+
+    layout: PhvLayout
+    drop_port: int
+    calculations: dict[str, Calculation] = field(default_factory=dict)
+    counters: dict[str, CounterArray] = field(default_factory=dict)
+    registers: dict[str, RegisterArray] = field(default_factory=dict)
+    meters: dict[str, MeterArray] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Action:
+    id: int
+    name: str
+    params: tuple[tuple[str, int], ...]  # (name, bitwidth) per runtime_data
+    run: Callable[[PacketState], None]
+
+
+def _writer_for(ext: Externs, operand: dict[str, Any]) -> Callable[[PacketState, int], None]:
+    if operand.get("type") != "field":
+        raise UnsupportedJsonError(f"cannot assign to operand {operand}")
+    header, name = operand["value"]
+    if name == "$valid$":
+        hid = ext.layout.header(header).id
+
+        def set_valid(s: PacketState, v: int) -> None:
+            s.valid[hid] = bool(v)
+
+        return set_valid
+    return field_writer(ext.layout.field(header, name))
+
+
+def _header_slots(ext: Externs) -> dict[int, tuple[int, int, int]]:
+    """header id -> (first slot, number of fields, size in bytes)."""
+    return {hl.id: (hl.first_index, len(hl.fields), hl.nbytes) for hl in ext.layout.headers}
+
+
+def _std_slot(ext: Externs, name: str) -> int | None:
+    if ext.layout.has_field("standard_metadata", name):
+        return ext.layout.field("standard_metadata", name).index
+    return None
+
+
+def compile_primitive(ext: Externs, prim: dict[str, Any]) -> Primitive:  # noqa: C901
+    op = prim.get("op")
+    params: list[dict[str, Any]] = prim.get("parameters", [])
+    layout = ext.layout
+
+    def operand(i: int) -> Eval:
+        try:
+            return compile_operand(layout, params[i])
+        except IndexError:
+            raise JsonFormatError(f"primitive {op!r}: missing parameter {i}") from None
+
+    if op == "assign":
+        write = _writer_for(ext, params[0])
+        src = operand(1)
+
+        def assign(s: PacketState) -> None:
+            write(s, src(s))
+
+        return assign
+    if op == "assign_header":
+        dst_ref = compile_header_ref(layout, params[0])
+        src_ref = compile_header_ref(layout, params[1])
+        slots = _header_slots(ext)
+
+        def assign_header(s: PacketState) -> None:
+            d, r = dst_ref(s), src_ref(s)
+            d0, n, _ = slots[d]
+            r0 = slots[r][0]
+            s.values[d0 : d0 + n] = s.values[r0 : r0 + n]
+            s.valid[d] = s.valid[r]
+
+        return assign_header
+    if op in ("add_header", "add_header_fast", "remove_header"):
+        ref = compile_header_ref(layout, params[0])
+        slots = _header_slots(ext)
+        if op == "remove_header":
+
+            def remove_header(s: PacketState) -> None:
+                h = ref(s)
+                if s.valid[h]:
+                    s.pkt_len -= slots[h][2]
+                    s.valid[h] = False
+
+            return remove_header
+        count_length = op == "add_header"
+
+        def add_header(s: PacketState) -> None:
+            h = ref(s)
+            if not s.valid[h]:
+                first, n, nbytes = slots[h]
+                if count_length:
+                    s.values[first : first + n] = [0] * n
+                    s.pkt_len += nbytes
+                s.valid[h] = True
+
+        return add_header
+    if op in ("push", "pop"):
+        stack = layout.stack(params[0]["value"])
+        count = operand(1)
+        ids = stack.header_ids
+        slots = _header_slots(ext)
+        sid = stack.id
+        return _stack_shift(ids, slots, sid, count, push=op == "push")
+    if op in ("mark_to_drop", "drop"):
+        egress_spec = _std_slot(ext, "egress_spec")
+        mcast = _std_slot(ext, "mcast_grp")
+        if egress_spec is None:
+            raise JsonFormatError("mark_to_drop: standard_metadata has no egress_spec")
+        drop_port = ext.drop_port
+
+        def mark_to_drop(s: PacketState) -> None:
+            s.values[egress_spec] = drop_port
+            if mcast is not None:
+                s.values[mcast] = 0
+
+        return mark_to_drop
+    if op == "exit":
+
+        def exit_(s: PacketState) -> None:
+            s.exit = True
+
+        return exit_
+    if op == "no_op":
+        return lambda s: None
+    if op == "count":
+        counter = ext.counters[params[0]["value"]]
+        index = operand(1)
+        return lambda s: counter.count(index(s), len(s.data))
+    if op == "execute_meter":
+        meter = ext.meters[params[0]["value"]]
+        index = operand(1)
+        write = _writer_for(ext, params[2])
+        return lambda s: write(s, meter.execute(index(s), len(s.data)))
+    if op == "register_read":
+        write = _writer_for(ext, params[0])
+        reg = ext.registers[params[1]["value"]]
+        index = operand(2)
+        return lambda s: write(s, reg.read(index(s)))
+    if op == "register_write":
+        reg = ext.registers[params[0]["value"]]
+        index, src = operand(1), operand(2)
+        return lambda s: reg.write(index(s), src(s))
+    if op == "modify_field_with_hash_based_offset":
+        write = _writer_for(ext, params[0])
+        base = operand(1)
+        calc = ext.calculations[params[2]["value"]]
+        size = operand(3)
+
+        def hash_offset(s: PacketState) -> None:
+            sz = size(s) or 1
+            write(s, calc.output(s, s.payload) % sz + base(s))
+
+        return hash_offset
+    if op == "modify_field_rng_uniform":
+        write = _writer_for(ext, params[0])
+        lo, hi = operand(1), operand(2)
+        return lambda s: write(s, random.randint(lo(s), hi(s)))
+    if op in ("clone_ingress_pkt_to_egress", "clone_egress_pkt_to_egress"):
+        session, field_list = operand(0), operand(1)
+
+        def clone(s: PacketState) -> None:
+            s.clone_session = (session(s) & 0xFFFF) | MIRROR_VALID
+            s.clone_field_list = field_list(s) & 0xFFFF
+
+        return clone
+    if op in ("resubmit", "recirculate"):
+        field_list = operand(0)
+        if op == "resubmit":
+
+            def resubmit(s: PacketState) -> None:
+                s.resubmit = field_list(s) & 0xFFFF
+
+            return resubmit
+
+        def recirculate(s: PacketState) -> None:
+            s.recirculate = field_list(s) & 0xFFFF
+
+        return recirculate
+    if op == "generate_digest":
+        learn_id = operand(1)
+
+        def digest(s: PacketState) -> None:
+            s.learn_id = learn_id(s) & 0xFFFF
+
+        return digest
+    if op == "truncate":
+        length = operand(0)
+
+        def truncate(s: PacketState) -> None:
+            s.truncate_len = length(s)
+
+        return truncate
+    if op == "log_msg":
+        fmt = params[0].get("value", "")
+
+        def log_msg(s: PacketState) -> None:
+            log.debug("log_msg: %s", fmt)
+
+        return log_msg
+    if op in ("assert", "assume"):
+        cond = operand(0)
+
+        def check(s: PacketState) -> None:
+            if not cond(s):
+                log.error("%s failed in action", op)
+
+        return check
+    if op == "_jump":
+        target = int(operand(0)(None))  # type: ignore[arg-type]
+        return lambda s: target
+    if op == "_jump_if_zero":
+        test = operand(0)
+        target = int(operand(1)(None))  # type: ignore[arg-type]
+        return lambda s: target if test(s) == 0 else None
+    raise UnsupportedJsonError(f"action primitive {op!r} is not supported")
+
+
+def _stack_shift(
+    ids: tuple[int, ...],
+    slots: dict[int, tuple[int, int, int]],
+    sid: int,
+    count: Eval,
+    *,
+    push: bool,
+) -> Primitive:
+    size = len(ids)
+
+    def shift(s: PacketState) -> None:
+        n = count(s)
+        order = range(size - 1, -1, -1) if push else range(size)
+        for i in order:
+            src = i - n if push else i + n
+            d0, nf, _ = slots[ids[i]]
+            if 0 <= src < size:
+                r0 = slots[ids[src]][0]
+                s.values[d0 : d0 + nf] = s.values[r0 : r0 + nf]
+                s.valid[ids[i]] = s.valid[ids[src]]
+            else:
+                s.valid[ids[i]] = False
+        s.stack_next[sid] = min(size, s.stack_next[sid] + n) if push else max(0, s.stack_next[sid] - n)
+
+    return shift
+
+
+def compile_action(ext: Externs, spec: dict[str, Any]) -> Action:
+    name = spec["name"]
+    params = tuple((p["name"], int(p["bitwidth"])) for p in spec.get("runtime_data", []))
+    try:
+        ops = [compile_primitive(ext, p) for p in spec.get("primitives", [])]
+    except (KeyError, IndexError, TypeError) as exc:
+        raise JsonFormatError(f"action {name!r}: malformed primitive ({exc!r})") from exc
+    except UnsupportedJsonError as exc:
+        raise UnsupportedJsonError(f"action {name!r}: {exc}") from exc
+    has_jumps = any(p.get("op", "").startswith("_jump") for p in spec.get("primitives", []))
+    if has_jumps:
+        n = len(ops)
+
+        def run_with_jumps(s: PacketState) -> None:
+            i = 0
+            while i < n:
+                j = ops[i](s)
+                i = i + 1 if j is None else j
+
+        run = run_with_jumps
+    elif len(ops) == 1:
+        only = ops[0]
+
+        def run_one(s: PacketState) -> None:
+            only(s)
+
+        run = run_one
+    else:
+        frozen = tuple(ops)
+
+        def run_all(s: PacketState) -> None:
+            for op in frozen:
+                op(s)
+
+        run = run_all
+    return Action(int(spec["id"]), name, params, run)

@@ -1,0 +1,373 @@
+"""The v1model architecture as simple_switch implements it.
+
+:class:`V1Switch` runs one packet through parser, ingress, the packet replication engine,
+egress and deparser, reproducing simple_switch's order of cloning, digests, resubmit,
+multicast, drop and recirculation (``simple_switch.cpp``'s ingress and egress threads).
+:meth:`V1Switch.process` does it synchronously; the process-mode runtime calls
+:meth:`V1Switch.ingress` and :meth:`V1Switch.egress` separately so that egress queues with
+a rate and a depth can sit in between.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pybmv2.pre import ReplicationEngine
+from pybmv2.program import DROP_PORT, Program
+from pybmv2.state import INSTANCE_TYPE, PacketState
+
+__all__ = ["DigestSample", "EgressJob", "V1Switch"]
+
+log = logging.getLogger(__name__)
+
+#: recirculate/resubmit loops are cut after this many passes (BMv2 has no bound)
+MAX_PASSES = 32
+
+
+@dataclass(slots=True)
+class EgressJob:
+    """A packet that left ingress (or the PRE) for one egress port."""
+
+    port: int
+    state: PacketState
+    enq_timestamp: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DigestSample:
+    learn_id: int
+    name: str
+    values: tuple[int, ...]
+
+
+class _StdSlots:
+    """Slot indices of the standard_metadata fields simple_switch reads and writes."""
+
+    NAMES = (
+        "ingress_port", "egress_spec", "egress_port", "instance_type", "packet_length",
+        "enq_timestamp", "enq_qdepth", "deq_timedelta", "deq_qdepth",
+        "ingress_global_timestamp", "egress_global_timestamp", "mcast_grp", "egress_rid",
+        "checksum_error", "parser_error",
+    )
+
+    def __init__(self, program: Program) -> None:
+        layout = program.layout
+        for name in self.NAMES:
+            idx = layout.field("standard_metadata", name).index if layout.has_field(
+                "standard_metadata", name) else None
+            setattr(self, name, idx)
+        self.queueing = all(
+            getattr(self, n) is not None
+            for n in ("enq_timestamp", "enq_qdepth", "deq_timedelta", "deq_qdepth")
+        )
+        self.egress_spec_mask = (
+            layout.field("standard_metadata", "egress_spec").mask
+            if self.egress_spec is not None else 0x1FF
+        )
+
+    ingress_port: int | None
+    egress_spec: int | None
+    egress_port: int | None
+    instance_type: int | None
+    packet_length: int | None
+    enq_timestamp: int | None
+    enq_qdepth: int | None
+    deq_timedelta: int | None
+    deq_qdepth: int | None
+    ingress_global_timestamp: int | None
+    egress_global_timestamp: int | None
+    mcast_grp: int | None
+    egress_rid: int | None
+    checksum_error: int | None
+    parser_error: int | None
+
+
+def _set(s: PacketState, slot: int | None, value: int) -> None:
+    if slot is not None:
+        s.values[slot] = value
+
+
+def _get(s: PacketState, slot: int | None) -> int:
+    return s.values[slot] if slot is not None else 0
+
+
+class V1Switch:
+    """A v1model switch running one compiled program.
+
+    Parameters
+    ----------
+    program:
+        The compiled program, or None for a switch with no pipeline yet (``--no-p4``).
+    cpu_port:
+        Packets sent to this port are packet-ins; packet-outs arrive on it.
+    queue_depth:
+        Reported to ``enq_qdepth``/``deq_qdepth`` by the process-mode queues.
+
+    Examples
+    --------
+    >>> sw = V1Switch(None)
+    >>> sw.process(1, b"\\x00" * 14)
+    []
+    """
+
+    def __init__(self, program: Program | None, *, cpu_port: int | None = None) -> None:
+        self.cpu_port = cpu_port
+        self.drop_port = DROP_PORT
+        self.pre = ReplicationEngine()
+        self.lock = threading.RLock()
+        self._start_ns = time.monotonic_ns()
+        self.on_digest: Callable[[DigestSample], None] | None = None
+        #: returns the current depth of an egress queue (process mode installs one)
+        self.queue_depth: Callable[[int], int] = lambda port: 0
+        self.program: Program | None = None
+        self._std: _StdSlots | None = None
+        if program is not None:
+            self.load(program)
+
+    def load(self, program: Program) -> None:
+        """Swap in a new program; tables start empty and the PRE is cleared."""
+        with self.lock:
+            self.program = program
+            self._std = _StdSlots(program)
+            self.pre.clear()
+            self._metadata_slots = program.layout.metadata_slots()
+
+    def now_us(self) -> int:
+        """Microseconds since the switch started, like BMv2's global timestamps."""
+        return (time.monotonic_ns() - self._start_ns) // 1000
+
+    # -- ingress ---------------------------------------------------------------------------
+
+    def _new_state(self, frame: bytes) -> PacketState:
+        prog = self.program
+        assert prog is not None
+        layout = prog.layout
+        return PacketState(layout.initial_values(), layout.initial_validity(), len(layout.stacks), frame)
+
+    def _reset_metadata(self, s: PacketState) -> None:
+        values = s.values
+        for i in self._metadata_slots:
+            values[i] = 0
+
+    def _copy_field_list(self, dst: PacketState, src: PacketState, field_list: int) -> None:
+        assert self.program is not None
+        for i in self.program.field_lists.get(field_list, ()):
+            dst.values[i] = src.values[i]
+
+    def _parse(self, s: PacketState) -> None:
+        prog = self.program
+        assert prog is not None and self._std is not None
+        prog.parser.parse(s)
+        std = self._std
+        _set(s, std.parser_error, s.error)
+        bad = any(not c.verify(s) for c in prog.checksums if c.verify_enabled)
+        s.checksum_error = bad
+        _set(s, std.checksum_error, 1 if bad else 0)
+
+    def ingress(self, port: int, frame: bytes) -> list[EgressJob]:
+        """Run a received frame through parser and ingress; return what reaches egress."""
+        with self.lock:
+            if self.program is None:
+                return []
+            jobs: list[EgressJob] = []
+            s = self._new_state(frame)
+            std = self._std
+            assert std is not None
+            _set(s, std.ingress_port, port)
+            _set(s, std.packet_length, len(frame))
+            _set(s, std.ingress_global_timestamp, self.now_us())
+            for _ in range(MAX_PASSES):
+                resubmitted = self._ingress_pass(s, port, jobs)
+                if resubmitted is None:
+                    return jobs
+                s = resubmitted
+            log.warning("packet resubmitted more than %d times: dropped", MAX_PASSES)
+            return jobs
+
+    def _ingress_pass(self, s: PacketState, port: int, jobs: list[EgressJob]) -> PacketState | None:
+        prog = self.program
+        std = self._std
+        assert prog is not None and std is not None
+        frame = s.data
+        ingress_size = s.pkt_len
+        self._parse(s)
+        prog.ingress.apply(s)
+        s.exit = False
+        egress_spec = _get(s, std.egress_spec)
+        mgid = _get(s, std.mcast_grp)
+
+        if s.clone_session:
+            sid = s.clone_session & 0x7FFF
+            field_list = s.clone_field_list
+            s.clone_session = s.clone_field_list = 0
+            session = self.pre.sessions.get(sid)
+            if session is not None:
+                copy = self._new_state(frame)
+                _set(copy, std.ingress_port, port)
+                self._parse(copy)
+                self._reset_metadata(copy)
+                self._copy_field_list(copy, s, field_list)
+                _set(copy, std.instance_type, INSTANCE_TYPE["ingress_clone"])
+                copy.pkt_len = ingress_size
+                copy.truncate_len = session.packet_length_bytes
+                self._replicate(copy, session.replicas, jobs, set_rid=len(session.replicas) > 1)
+
+        if s.learn_id:
+            self._learn(s)
+
+        if s.resubmit:
+            field_list = s.resubmit
+            again = self._new_state(frame)
+            self._copy_field_list(again, s, field_list)
+            _set(again, std.instance_type, INSTANCE_TYPE["resubmit"])
+            _set(again, std.packet_length, ingress_size)
+            again.pkt_len = ingress_size
+            return again
+
+        if mgid:
+            _set(s, std.instance_type, INSTANCE_TYPE["replication"])
+            replicas = self.pre.groups.get(mgid, ())
+            self._replicate(s, replicas, jobs, set_rid=True)
+            return None
+
+        if egress_spec == self.drop_port:
+            return None
+        _set(s, std.instance_type, INSTANCE_TYPE["normal"])
+        jobs.append(EgressJob(egress_spec, s))
+        return None
+
+    def _replicate(self, s: PacketState, replicas, jobs: list[EgressJob], *, set_rid: bool) -> None:
+        std = self._std
+        assert std is not None
+        for rep in replicas:
+            copy = s.copy()
+            if set_rid:
+                _set(copy, std.egress_rid, rep.rid)
+            jobs.append(EgressJob(rep.egress_port, copy))
+
+    def _learn(self, s: PacketState) -> None:
+        assert self.program is not None
+        ll = self.program.learn_lists.get(s.learn_id)
+        s.learn_id = 0
+        if ll is None or self.on_digest is None:
+            return
+        values = tuple(s.values[idx] for _, _, idx, _ in ll.fields)
+        self.on_digest(DigestSample(ll.id, ll.name, values))
+
+    # -- egress ----------------------------------------------------------------------------
+
+    def mark_enqueued(self, job: EgressJob, depth: int) -> None:
+        """Record enqueue metadata the way simple_switch's enqueue() does."""
+        std = self._std
+        if std is not None and std.queueing:
+            job.enq_timestamp = self.now_us()
+            _set(job.state, std.enq_timestamp, job.enq_timestamp)
+            _set(job.state, std.enq_qdepth, depth)
+
+    def egress(self, job: EgressJob, depth_after: int = 0) -> tuple[list[tuple[int, bytes]], list[EgressJob], list[tuple[int, bytes]]]:
+        """Run one packet through egress and the deparser.
+
+        Returns (frames to transmit, egress clones to enqueue, recirculated frames as
+        (port placeholder, bytes) to feed back to ingress).
+        """
+        with self.lock:
+            prog = self.program
+            std = self._std
+            if prog is None or std is None:
+                return [], [], []
+            s = job.state
+            now = self.now_us()
+            _set(s, std.egress_global_timestamp, now)
+            if std.queueing:
+                _set(s, std.deq_timedelta, now - job.enq_timestamp if job.enq_timestamp else 0)
+                _set(s, std.deq_qdepth, depth_after)
+            _set(s, std.egress_port, job.port)
+            _set(s, std.egress_spec, (self.drop_port + 1) & std.egress_spec_mask)
+            _set(s, std.packet_length, s.pkt_len)
+            prog.egress.apply(s)
+            clones: list[EgressJob] = []
+            if s.clone_session:
+                sid = s.clone_session & 0x7FFF
+                field_list = s.clone_field_list
+                s.clone_session = s.clone_field_list = 0
+                session = self.pre.sessions.get(sid)
+                if session is not None:
+                    copy = s.copy()
+                    self._reset_metadata(copy)
+                    self._copy_field_list(copy, s, field_list)
+                    _set(copy, std.instance_type, INSTANCE_TYPE["egress_clone"])
+                    copy.truncate_len = session.packet_length_bytes
+                    tmp: list[EgressJob] = []
+                    self._replicate(copy, session.replicas, tmp, set_rid=len(session.replicas) > 1)
+                    clones.extend(tmp)
+            if _get(s, std.egress_spec) == self.drop_port:
+                return [], clones, []
+            frame = self.deparse(s)
+            if s.recirculate:
+                return [], clones, [(s.recirculate, frame)]
+            return [(job.port, frame)], clones, []
+
+    def deparse(self, s: PacketState) -> bytes:
+        prog = self.program
+        assert prog is not None
+        payload = s.payload
+        for c in prog.checksums:
+            if c.update_enabled:
+                c.update(s, payload)
+        frame = prog.deparser.emit(s, payload)
+        if s.truncate_len and s.truncate_len < len(frame):
+            frame = frame[: s.truncate_len]
+        return frame
+
+    def recirculate(self, field_list: int, frame: bytes, origin: PacketState | None = None) -> list[EgressJob]:
+        """Feed a deparsed frame back into ingress as simple_switch's recirculate does."""
+        with self.lock:
+            std = self._std
+            assert std is not None
+            s = self._new_state(frame)
+            if origin is not None:
+                self._copy_field_list(s, origin, field_list)
+            _set(s, std.instance_type, INSTANCE_TYPE["recirc"])
+            _set(s, std.packet_length, len(frame))
+            jobs: list[EgressJob] = []
+            nxt: PacketState | None = s
+            for _ in range(MAX_PASSES):
+                assert nxt is not None
+                nxt = self._ingress_pass(nxt, _get(nxt, std.ingress_port), jobs)
+                if nxt is None:
+                    break
+            return jobs
+
+    # -- the whole path, synchronously -------------------------------------------------------
+
+    def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        """Run one frame through the whole switch; return every (port, frame) it emits.
+
+        Frames for the CPU port are included; the P4Runtime layer turns them into
+        packet-ins. Order follows simple_switch for a single packet.
+        """
+        out: list[tuple[int, bytes]] = []
+        pending = self.ingress(port, frame)
+        passes = 0
+        while pending:
+            job = pending.pop(0)
+            frames, clones, recirc = self.egress_with_state(job)
+            out.extend(frames)
+            pending.extend(clones)
+            for field_list, rframe, origin in recirc:
+                passes += 1
+                if passes > MAX_PASSES:
+                    log.warning("packet recirculated more than %d times: dropped", MAX_PASSES)
+                    continue
+                pending.extend(self.recirculate(field_list, rframe, origin))
+        return out
+
+    def egress_with_state(
+        self, job: EgressJob
+    ) -> tuple[list[tuple[int, bytes]], list[EgressJob], list[tuple[int, bytes, PacketState]]]:
+        frames, clones, recirc = self.egress(job, self.queue_depth(job.port))
+        return frames, clones, [(fl, fr, job.state) for fl, fr in recirc]

@@ -1,0 +1,332 @@
+"""Match-action tables: entry management and packet-time lookup.
+
+Entries are kept in the structure their match kinds allow: a dict for exact-only tables, a
+dict per prefix length for exact+LPM tables, and a priority-ordered list otherwise. A key is
+a tuple with one element per match field:
+
+- exact (and ``$valid$``): ``value``
+- lpm: ``(value, prefix_len)``
+- ternary: ``(value, mask)``
+- range: ``(low, high)``
+- optional: ``(value, mask)`` where the mask is all ones or zero (wildcard)
+
+Priorities follow P4Runtime: a larger number wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pybmv2.errors import (
+    EntryExistsError,
+    EntryNotFoundError,
+    InvalidEntryError,
+    TableFullError,
+    UnsupportedJsonError,
+)
+from pybmv2.expressions import parse_hexstr
+from pybmv2.layout import PhvLayout
+from pybmv2.state import PacketState
+
+__all__ = ["ActionCall", "KeyField", "MatchTable", "TableEntry"]
+
+MATCH_KINDS = ("exact", "lpm", "ternary", "range", "optional", "valid")
+
+
+@dataclass(frozen=True, slots=True)
+class KeyField:
+    name: str
+    match_type: str
+    width: int
+    mask: int | None  # static mask p4c puts on the key expression
+
+
+@dataclass(frozen=True, slots=True)
+class ActionCall:
+    """An action and its arguments (one int per action parameter)."""
+
+    action_id: int
+    args: tuple[int, ...] = ()
+
+
+@dataclass(slots=True)
+class TableEntry:
+    key: tuple[Any, ...]
+    action: ActionCall
+    priority: int = 0
+    is_const: bool = False
+    packets: int = 0
+    bytes: int = 0
+    handle: int = 0
+    metadata: int = 0  # P4Runtime controller metadata cookie
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _full(width: int) -> int:
+    return (1 << width) - 1
+
+
+class MatchTable:
+    """One table of a pipeline."""
+
+    def __init__(self, layout: PhvLayout, spec: dict[str, Any], action_names: dict[int, str]):
+        self.name: str = spec["name"]
+        self.id: int = int(spec["id"])
+        if spec.get("type", "simple") != "simple":
+            raise UnsupportedJsonError(
+                f"table {self.name!r}: {spec.get('type')} tables (action profiles and "
+                "selectors) are not supported"
+            )
+        self.max_size: int = int(spec.get("max_size", 1024))
+        self.with_counters: bool = bool(spec.get("with_counters", False))
+        if spec.get("direct_meters"):
+            raise UnsupportedJsonError(f"table {self.name!r}: direct meters are not supported")
+        self.action_ids: tuple[int, ...] = tuple(int(a) for a in spec.get("action_ids", []))
+        self.action_names = action_names
+        self.next_tables: dict[str, str | None] = dict(spec.get("next_tables", {}))
+        self.base_default_next: str | None = spec.get("base_default_next")
+        self.keys: list[KeyField] = []
+        readers: list[Callable[[PacketState], int]] = []
+        for k in spec.get("key", []):
+            mt = k["match_type"]
+            if mt not in MATCH_KINDS:
+                raise UnsupportedJsonError(f"table {self.name!r}: match type {mt!r}")
+            target = k["target"]
+            mask = parse_hexstr(k["mask"]) if k.get("mask") else None
+            if target[1] == "$valid$":
+                hid = layout.header(target[0]).id
+                width = 1
+                readers.append(lambda s, hid=hid: 1 if s.valid[hid] else 0)
+            else:
+                slot = layout.field(target[0], target[1])
+                width = slot.width
+                idx = slot.index
+                if mask is None:
+                    readers.append(lambda s, idx=idx: s.values[idx])
+                else:
+                    readers.append(lambda s, idx=idx, m=mask: s.values[idx] & m)
+            self.keys.append(KeyField(k.get("name", ".".join(target)), mt, width, mask))
+        self._readers = readers
+        kinds = {k.match_type for k in self.keys}
+        n_lpm = sum(1 for k in self.keys if k.match_type == "lpm")
+        if kinds <= {"exact", "valid"}:
+            self.mode = "exact"
+        elif kinds <= {"exact", "valid", "lpm"} and n_lpm == 1:
+            self.mode = "lpm"
+        else:
+            self.mode = "ternary"
+        self.requires_priority = self.mode == "ternary"
+        self._lpm_pos = next((i for i, k in enumerate(self.keys) if k.match_type == "lpm"), -1)
+        self._exact: dict[tuple[int, ...], TableEntry] = {}
+        # lpm: prefix_len -> {(exact..., lpm_value_masked): entry}; lengths kept sorted desc
+        self._lpm: dict[int, dict[tuple[int, ...], TableEntry]] = {}
+        self._lpm_lengths: list[int] = []
+        self._ternary: list[TableEntry] = []
+        self._by_key: dict[tuple[Any, ...], TableEntry] = {}
+        self._next_handle = 1
+        self.default: ActionCall = ActionCall(0)
+        self.default_is_const = False
+        self.default_entry_is_const = False
+        self.initial_default: ActionCall = ActionCall(0)
+        self.default_packets = 0
+        self.default_bytes = 0
+        if len(self.keys) == 1 and self.mode == "exact":
+            r0 = readers[0]
+            self.read_key: Callable[[PacketState], tuple[int, ...]] = lambda s: (r0(s),)
+        else:
+            self.read_key = lambda s: tuple(r(s) for r in readers)
+
+    # -- entry management --------------------------------------------------------------
+
+    def _store_key(self, key: tuple[Any, ...], priority: int) -> tuple[Any, ...]:
+        return (key, priority) if self.requires_priority else (key, 0)
+
+    def validate_key(self, key: tuple[Any, ...], priority: int) -> None:
+        """Check arity, widths and canonical form the way PI does; raise InvalidEntryError."""
+        if len(key) != len(self.keys):
+            raise InvalidEntryError(
+                f"table {self.name!r}: key has {len(key)} fields, expected {len(self.keys)}"
+            )
+        for kf, part in zip(self.keys, key, strict=True):
+            full = _full(kf.width)
+            if kf.match_type in ("exact", "valid"):
+                values = (part,)
+            elif kf.match_type == "lpm":
+                value, plen = part
+                if not 0 <= plen <= kf.width:
+                    raise InvalidEntryError(
+                        f"table {self.name!r}: prefix length {plen} of {kf.name!r} "
+                        f"exceeds its {kf.width} bits"
+                    )
+                values = (value,)
+                if value & ~(full ^ _full(kf.width - plen)) & full:
+                    raise InvalidEntryError(
+                        f"table {self.name!r}: {kf.name!r} value {value:#x} has bits set "
+                        f"beyond its /{plen} prefix"
+                    )
+            elif kf.match_type in ("ternary", "optional"):
+                value, mask = part
+                values = (value, mask)
+                if value & ~mask:
+                    raise InvalidEntryError(
+                        f"table {self.name!r}: {kf.name!r} value {value:#x} has bits set "
+                        f"outside its mask {mask:#x}"
+                    )
+            else:
+                low, high = part
+                values = (low, high)
+                if low > high:
+                    raise InvalidEntryError(
+                        f"table {self.name!r}: {kf.name!r} range low {low} > high {high}"
+                    )
+            for v in values:
+                if not 0 <= v <= full:
+                    raise InvalidEntryError(
+                        f"table {self.name!r}: value {v:#x} does not fit the "
+                        f"{kf.width}-bit field {kf.name!r}"
+                    )
+        if self.requires_priority and priority <= 0:
+            raise InvalidEntryError(f"table {self.name!r}: a priority > 0 is required")
+        if not self.requires_priority and priority != 0:
+            raise InvalidEntryError(f"table {self.name!r}: a priority is not allowed here")
+
+    def validate_action(self, call: ActionCall, default: bool = False) -> None:
+        if call.action_id not in self.action_ids:
+            raise InvalidEntryError(
+                f"table {self.name!r}: action id {call.action_id} is not one of its actions"
+            )
+
+    def insert(self, entry: TableEntry) -> TableEntry:
+        self.validate_key(entry.key, entry.priority)
+        self.validate_action(entry.action)
+        sk = self._store_key(entry.key, entry.priority)
+        if sk in self._by_key:
+            raise EntryExistsError(f"table {self.name!r}: entry already exists")
+        if len(self._by_key) >= self.max_size:
+            raise TableFullError(f"table {self.name!r} is full ({self.max_size} entries)")
+        entry.handle = self._next_handle
+        self._next_handle += 1
+        self._by_key[sk] = entry
+        self._index(entry)
+        return entry
+
+    def _index(self, entry: TableEntry) -> None:
+        if self.mode == "exact":
+            self._exact[entry.key] = entry
+        elif self.mode == "lpm":
+            pos = self._lpm_pos
+            value, plen = entry.key[pos]
+            lk = tuple(entry.key[:pos]) + (value,) + tuple(entry.key[pos + 1 :])
+            bucket = self._lpm.get(plen)
+            if bucket is None:
+                bucket = self._lpm[plen] = {}
+                self._lpm_lengths = sorted(self._lpm, reverse=True)
+            bucket[lk] = entry
+        else:
+            self._ternary.append(entry)
+            # Highest priority first; among equals, the earliest inserted wins.
+            self._ternary.sort(key=lambda e: (-e.priority, e.handle))
+
+    def _unindex(self, entry: TableEntry) -> None:
+        if self.mode == "exact":
+            del self._exact[entry.key]
+        elif self.mode == "lpm":
+            pos = self._lpm_pos
+            value, plen = entry.key[pos]
+            lk = tuple(entry.key[:pos]) + (value,) + tuple(entry.key[pos + 1 :])
+            bucket = self._lpm[plen]
+            del bucket[lk]
+            if not bucket:
+                del self._lpm[plen]
+                self._lpm_lengths = sorted(self._lpm, reverse=True)
+        else:
+            self._ternary.remove(entry)
+
+    def find(self, key: tuple[Any, ...], priority: int = 0) -> TableEntry:
+        sk = self._store_key(tuple(key), priority)
+        try:
+            return self._by_key[sk]
+        except KeyError:
+            raise EntryNotFoundError(f"table {self.name!r}: no such entry") from None
+
+    def modify(self, key: tuple[Any, ...], priority: int, action: ActionCall) -> TableEntry:
+        self.validate_key(key, priority)
+        entry = self.find(key, priority)
+        if entry.is_const:
+            raise InvalidEntryError(f"table {self.name!r}: const entries cannot be modified")
+        self.validate_action(action)
+        entry.action = action
+        return entry
+
+    def delete(self, key: tuple[Any, ...], priority: int = 0) -> TableEntry:
+        self.validate_key(key, priority)
+        entry = self.find(key, priority)
+        if entry.is_const:
+            raise InvalidEntryError(f"table {self.name!r}: const entries cannot be deleted")
+        del self._by_key[self._store_key(entry.key, entry.priority)]
+        self._unindex(entry)
+        return entry
+
+    def clear(self) -> None:
+        for entry in [e for e in self._by_key.values() if not e.is_const]:
+            self.delete(entry.key, entry.priority)
+        self.default = self.initial_default
+
+    def set_default(self, action: ActionCall) -> None:
+        if self.default_entry_is_const or (
+            self.default_is_const and action.action_id != self.default.action_id
+        ):
+            raise InvalidEntryError(f"table {self.name!r}: the default action is const")
+        self.validate_action(action, default=True)
+        self.default = action
+
+    def entries(self) -> Iterator[TableEntry]:
+        return iter(list(self._by_key.values()))
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    # -- packet time -------------------------------------------------------------------
+
+    def lookup(self, s: PacketState) -> TableEntry | None:
+        """The entry matching this packet, or None on a miss."""
+        if self.mode == "exact":
+            return self._exact.get(self.read_key(s))
+        key = self.read_key(s)
+        if self.mode == "lpm":
+            pos = self._lpm_pos
+            width = self.keys[pos].width
+            full = _full(width)
+            value = key[pos]
+            for plen in self._lpm_lengths:
+                masked = value & (full ^ _full(width - plen))
+                lk = key[:pos] + (masked,) + key[pos + 1 :]
+                hit = self._lpm[plen].get(lk)
+                if hit is not None:
+                    return hit
+            return None
+        for entry in self._ternary:
+            if _matches(self.keys, entry.key, key):
+                return entry
+        return None
+
+
+def _matches(fields: list[KeyField], spec: tuple[Any, ...], key: tuple[int, ...]) -> bool:
+    for kf, part, v in zip(fields, spec, key, strict=True):
+        mt = kf.match_type
+        if mt in ("exact", "valid"):
+            if v != part:
+                return False
+        elif mt in ("ternary", "optional"):
+            if v & part[1] != part[0]:
+                return False
+        elif mt == "lpm":
+            value, plen = part
+            full = _full(kf.width)
+            if v & (full ^ _full(kf.width - plen)) != value:
+                return False
+        elif not part[0] <= v <= part[1]:
+            return False
+    return True
