@@ -5,7 +5,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${MLFABRIC_VENV:-$ROOT/.venv}"
-APT_PACKAGES=(mininet iproute2 iperf3 tcpdump ethtool python3-venv python3-pip)
+APT_PACKAGES=(mininet iproute2 iputils-ping iperf3 tcpdump ethtool python3-venv python3-pip)
 STAMP="$VENV/.mlfabric-installed"
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
@@ -29,9 +29,15 @@ install_apt_packages() {
     fi
     log "installing Debian packages: $missing"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get -o DPkg::Lock::Timeout=600 update -qq
+    local apt_log=/tmp/mlfabric-apt.log
     # shellcheck disable=SC2086
-    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $missing >/dev/null
+    if ! { apt-get -o DPkg::Lock::Timeout=600 update -qq &&
+           apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $missing; } \
+            >"$apt_log" 2>&1; then
+        cat "$apt_log" >&2
+        log "apt-get failed (log: $apt_log)"
+        exit 1
+    fi
 }
 
 requirements_digest() {

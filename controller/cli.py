@@ -1,0 +1,127 @@
+"""The ``mlfabric`` command line: one subcommand per job, each in its own module.
+
+Every subcommand prints a one-line reason and exits non-zero on bad input; ``--json``
+switches the output to JSON where a subcommand has output worth scripting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from controller.errors import MlfabricError
+
+__all__ = ["main"]
+
+log = logging.getLogger("mlfabric")
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from controller.doctor import collect, render
+
+    report = collect()
+    print(json.dumps(report.as_dict(), indent=2) if args.json else render(report))
+    return 0 if report.python_target_usable else 1
+
+
+def _p4_compile(args: argparse.Namespace) -> int:
+    from controller.p4build import compile_all
+
+    for art in compile_all():
+        print(f"compiled {art.name}: {art.json} {art.p4info}")
+    return 0
+
+
+def _p4_check(args: argparse.Namespace) -> int:
+    from controller.p4build import PROGRAM_DIRS, stale_sources
+
+    stale = [s for d in PROGRAM_DIRS for s in stale_sources(d)]
+    for item in stale:
+        print(f"stale: {item}")
+    if not stale:
+        print("every compiled pipeline matches its sources")
+    return 1 if stale else 0
+
+
+def _clean_net(args: argparse.Namespace) -> int:
+    from controller.netstate import clean_all
+
+    removed = clean_all()
+    for item in removed:
+        print(f"removed {item}")
+    if not removed:
+        print("nothing to clean")
+    return 0
+
+
+def _smoke(args: argparse.Namespace) -> int:
+    from controller.emulation import run_emulation_module
+
+    return run_emulation_module("smoke_run", ["--target", args.target])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mlfabric",
+        description="Workload-aware ML networking on P4 switches: control plane and emulation.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser(
+        "doctor", help="report toolchain, Mininet and qdiscs",
+        epilog="example: mlfabric doctor --json",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_doctor)
+
+    p4 = sub.add_parser("p4", help="compile the P4 programs or check their artifacts")
+    p4sub = p4.add_subparsers(dest="p4_command", metavar="ACTION", required=True)
+    pc = p4sub.add_parser("compile", help="compile every program with p4c-bm2-ss",
+                          epilog="example: mlfabric p4 compile")
+    pc.set_defaults(func=_p4_compile)
+    pk = p4sub.add_parser("check", help="list sources that no longer match the manifest",
+                          epilog="example: mlfabric p4 check")
+    pk.set_defaults(func=_p4_check)
+
+    p = sub.add_parser(
+        "clean-net", help="remove every namespace, link and switch process mlfabric created",
+        epilog="example: mlfabric clean-net",
+    )
+    p.set_defaults(func=_clean_net)
+
+    p = sub.add_parser(
+        "smoke", help="Mininet smoke run: pipeline, rules and a ping between two hosts",
+        epilog="example: mlfabric smoke --target python",
+    )
+    p.add_argument("--target", choices=("python", "bmv2"), default="python")
+    p.set_defaults(func=_smoke)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING - 10 * min(args.verbose, 2),
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    handler: Handler = args.func
+    try:
+        return handler(args)
+    except MlfabricError as exc:
+        print(f"mlfabric: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("mlfabric: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,309 @@
+"""A P4Runtime client: arbitration, pipeline, batched writes, reads and packet I/O.
+
+gRPC errors are wrapped once, in :class:`P4ClientError`, which carries the status code and,
+for a Write, every failed update with its index in the request and the P4 error PI reported.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+import grpc
+from google.rpc import code_pb2, status_pb2
+from p4.config.v1 import p4info_pb2
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+from controller.errors import MlfabricError, ReadinessTimeout
+
+__all__ = ["P4ClientError", "P4RuntimeClient", "UpdateError", "WriteResult"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateError:
+    """One failed update of a Write: its index in the request and PI's canonical error."""
+
+    index: int
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"update #{self.index}: {self.code}: {self.message}"
+
+
+class P4ClientError(MlfabricError):
+    """A P4Runtime RPC failed.
+
+    ``code`` is the gRPC status code name; ``errors`` lists the failed updates of a Write.
+    """
+
+    def __init__(self, operation: str, code: str, message: str, errors: Sequence[UpdateError] = ()) -> None:
+        self.operation, self.code, self.errors = operation, code, list(errors)
+        detail = f"; {len(self.errors)} update(s) failed, first: {self.errors[0]}" if self.errors else ""
+        super().__init__(f"{operation} failed: {code}: {message}{detail}")
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    written: int
+    batches: int
+
+
+def _code_name(code: int) -> str:
+    try:
+        return code_pb2.Code.Name(code)
+    except ValueError:
+        return str(code)
+
+
+def _wrap(operation: str, exc: grpc.RpcError, offset: int = 0) -> P4ClientError:
+    code = exc.code().name if hasattr(exc, "code") and exc.code() else "UNKNOWN"
+    message = exc.details() if hasattr(exc, "details") else str(exc)
+    errors: list[UpdateError] = []
+    for key, value in (exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else ():
+        if key != "grpc-status-details-bin":
+            continue
+        status = status_pb2.Status.FromString(value)
+        for i, detail in enumerate(status.details):
+            err = p4runtime_pb2.Error()
+            if detail.Unpack(err) and err.canonical_code != code_pb2.OK:
+                errors.append(UpdateError(offset + i, _code_name(err.canonical_code), err.message))
+    return P4ClientError(operation, code, message or "", errors)
+
+
+class P4RuntimeClient:
+    """A connection to one P4Runtime server, as one controller (device, role, election id).
+
+    Examples
+    --------
+    >>> client = P4RuntimeClient("127.0.0.1:9559", device_id=1, election_id=10)
+    >>> client.address, client.device_id, client.election_id
+    ('127.0.0.1:9559', 1, 10)
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        device_id: int = 0,
+        election_id: int = 1,
+        role: str = "",
+        timeout: float = 10.0,
+        batch_size: int = 1000,
+    ) -> None:
+        self.address = address
+        self.device_id = device_id
+        self.election_id = election_id
+        self.role = role
+        self.timeout = timeout
+        self.batch_size = batch_size
+        self.is_primary = False
+        self.primary_election_id: int | None = None
+        self._channel: grpc.Channel | None = None
+        self._stub: p4runtime_pb2_grpc.P4RuntimeStub | None = None
+        self._requests: queue.Queue[p4runtime_pb2.StreamMessageRequest | None] = queue.Queue()
+        self._arbitration: queue.Queue[p4runtime_pb2.MasterArbitrationUpdate] = queue.Queue()
+        self.packet_ins: queue.Queue[p4runtime_pb2.PacketIn] = queue.Queue()
+        self.digests: queue.Queue[p4runtime_pb2.DigestList] = queue.Queue()
+        self._stream_thread: threading.Thread | None = None
+        self._stream_error: grpc.RpcError | None = None
+
+    # -- connection ----------------------------------------------------------------------
+
+    def __enter__(self) -> P4RuntimeClient:
+        return self.connect()
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def _election(self) -> p4runtime_pb2.Uint128:
+        return p4runtime_pb2.Uint128(high=self.election_id >> 64, low=self.election_id & ((1 << 64) - 1))
+
+    def connect(self, *, wait: float | None = None) -> P4RuntimeClient:
+        """Open the channel and the stream, and take part in arbitration.
+
+        Waits up to ``wait`` seconds (default: the client timeout) for the server.
+        """
+        wait = self.timeout if wait is None else wait
+        self._channel = grpc.insecure_channel(self.address)
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=wait)
+        except grpc.FutureTimeoutError:
+            self._channel.close()
+            self._channel = None
+            raise ReadinessTimeout(f"no P4Runtime server at {self.address} after {wait:.1f} s") from None
+        self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
+        self._stream_thread = threading.Thread(target=self._stream_loop, name=f"p4rt-{self.address}", daemon=True)
+        self._stream_thread.start()
+        arb = p4runtime_pb2.StreamMessageRequest()
+        arb.arbitration.device_id = self.device_id
+        arb.arbitration.election_id.CopyFrom(self._election())
+        if self.role:
+            arb.arbitration.role.name = self.role
+        self._requests.put(arb)
+        try:
+            reply = self._arbitration.get(timeout=wait)
+        except queue.Empty:
+            self.close()
+            if self._stream_error is not None:
+                raise _wrap("arbitration", self._stream_error) from None
+            raise ReadinessTimeout(f"no arbitration answer from {self.address} after {wait:.1f} s") from None
+        self._note_arbitration(reply)
+        return self
+
+    def _note_arbitration(self, reply: p4runtime_pb2.MasterArbitrationUpdate) -> None:
+        self.primary_election_id = (reply.election_id.high << 64) | reply.election_id.low
+        self.is_primary = reply.status.code == code_pb2.OK
+
+    def _request_iter(self) -> Iterator[p4runtime_pb2.StreamMessageRequest]:
+        while True:
+            item = self._requests.get()
+            if item is None:
+                return
+            yield item
+
+    def _stream_loop(self) -> None:
+        assert self._stub is not None
+        try:
+            for msg in self._stub.StreamChannel(self._request_iter()):
+                kind = msg.WhichOneof("update")
+                if kind == "arbitration":
+                    if self._arbitration.empty() and self.primary_election_id is not None:
+                        self._note_arbitration(msg.arbitration)
+                    else:
+                        self._arbitration.put(msg.arbitration)
+                elif kind == "packet":
+                    self.packet_ins.put(msg.packet)
+                elif kind == "digest":
+                    self.digests.put(msg.digest)
+                elif kind == "error":
+                    log.warning("stream error from %s: %s", self.address, msg.error)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.CANCELLED:
+                self._stream_error = exc
+                log.debug("stream to %s ended: %s", self.address, exc)
+
+    def close(self) -> None:
+        self._requests.put(None)
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+        if self._stream_thread is not None:
+            self._stream_thread.join(timeout=2)
+            self._stream_thread = None
+
+    @property
+    def stub(self) -> p4runtime_pb2_grpc.P4RuntimeStub:
+        if self._stub is None:
+            raise MlfabricError(f"client for {self.address} is not connected")
+        return self._stub
+
+    # -- pipeline ------------------------------------------------------------------------
+
+    def set_pipeline(self, p4info: p4info_pb2.P4Info, device_config: bytes, *, cookie: int = 0,
+                     action: str = "VERIFY_AND_COMMIT") -> None:
+        req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+            device_id=self.device_id,
+            action=p4runtime_pb2.SetForwardingPipelineConfigRequest.Action.Value(action),
+        )
+        req.election_id.CopyFrom(self._election())
+        if self.role:
+            req.role = self.role
+        req.config.p4info.CopyFrom(p4info)
+        req.config.p4_device_config = device_config
+        req.config.cookie.cookie = cookie
+        try:
+            self.stub.SetForwardingPipelineConfig(req, timeout=self.timeout)
+        except grpc.RpcError as exc:
+            raise _wrap("SetForwardingPipelineConfig", exc) from None
+
+    def get_pipeline(self, response_type: str = "ALL") -> p4runtime_pb2.ForwardingPipelineConfig:
+        req = p4runtime_pb2.GetForwardingPipelineConfigRequest(
+            device_id=self.device_id,
+            response_type=p4runtime_pb2.GetForwardingPipelineConfigRequest.ResponseType.Value(response_type),
+        )
+        try:
+            return self.stub.GetForwardingPipelineConfig(req, timeout=self.timeout).config
+        except grpc.RpcError as exc:
+            raise _wrap("GetForwardingPipelineConfig", exc) from None
+
+    # -- writes and reads ----------------------------------------------------------------
+
+    def write(self, updates: Sequence[p4runtime_pb2.Update], *, batch_size: int | None = None) -> WriteResult:
+        """Send ``updates`` in batches; raise P4ClientError listing every failed update.
+
+        Batches after a failed one are still sent, so that the error reports every bad
+        update; indices in the error are positions in ``updates``.
+        """
+        size = batch_size or self.batch_size
+        if size < 1:
+            raise MlfabricError(f"batch size must be >= 1, got {size}")
+        failures: list[UpdateError] = []
+        first_error: P4ClientError | None = None
+        batches = 0
+        for start in range(0, len(updates), size):
+            req = p4runtime_pb2.WriteRequest(device_id=self.device_id)
+            req.election_id.CopyFrom(self._election())
+            if self.role:
+                req.role = self.role
+            req.updates.extend(updates[start : start + size])
+            batches += 1
+            try:
+                self.stub.Write(req, timeout=self.timeout)
+            except grpc.RpcError as exc:
+                err = _wrap("Write", exc, offset=start)
+                if not err.errors:  # the whole RPC failed (not per-update): stop here
+                    raise err from None
+                failures.extend(err.errors)
+                first_error = first_error or err
+        if failures:
+            assert first_error is not None
+            raise P4ClientError("Write", first_error.code, f"{len(failures)} of {len(updates)} updates failed", failures)
+        return WriteResult(len(updates), batches)
+
+    def read(self, entities: Iterable[p4runtime_pb2.Entity]) -> list[p4runtime_pb2.Entity]:
+        req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
+        if self.role:
+            req.role = self.role
+        req.entities.extend(entities)
+        out: list[p4runtime_pb2.Entity] = []
+        try:
+            for resp in self.stub.Read(req, timeout=self.timeout):
+                out.extend(resp.entities)
+        except grpc.RpcError as exc:
+            raise _wrap("Read", exc) from None
+        return out
+
+    def read_table_entries(self, table_id: int = 0) -> list[p4runtime_pb2.TableEntry]:
+        """Every entry of one table (``table_id`` 0: of every table)."""
+        ent = p4runtime_pb2.Entity()
+        ent.table_entry.table_id = table_id
+        return [e.table_entry for e in self.read([ent])]
+
+    def read_counter(self, counter_id: int, index: int | None = None) -> list[p4runtime_pb2.CounterEntry]:
+        ent = p4runtime_pb2.Entity()
+        ent.counter_entry.counter_id = counter_id
+        if index is not None:
+            ent.counter_entry.index.index = index
+        return [e.counter_entry for e in self.read([ent])]
+
+    # -- packet I/O ----------------------------------------------------------------------
+
+    def packet_out(self, payload: bytes, metadata: Sequence[tuple[int, bytes]] = ()) -> None:
+        msg = p4runtime_pb2.StreamMessageRequest()
+        msg.packet.payload = payload
+        for mid, value in metadata:
+            msg.packet.metadata.add(metadata_id=mid, value=value)
+        self._requests.put(msg)
+
+    def packet_in(self, timeout: float = 1.0) -> p4runtime_pb2.PacketIn | None:
+        try:
+            return self.packet_ins.get(timeout=timeout)
+        except queue.Empty:
+            return None

@@ -1,0 +1,159 @@
+"""Start and stop a switch process of either target attached to interfaces.
+
+``python`` runs ``mlfabric-switch`` (the project's target), ``bmv2`` runs
+``simple_switch_grpc``; both take the same flags, start without a program (``--no-p4``) and
+are ready when their P4Runtime port accepts connections.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from controller.errors import EmulationError, ToolchainMissing
+from controller.netstate import NetRecord
+from controller.readiness import wait_for_tcp
+
+__all__ = ["TARGETS", "SwitchProcess", "SwitchSpec", "switch_command"]
+
+log = logging.getLogger(__name__)
+
+TARGETS = ("python", "bmv2")
+CPU_PORT = 510
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SwitchSpec:
+    """How to run one switch."""
+
+    name: str
+    target: str = "python"
+    ports: Mapping[int, str]  # port number -> interface
+    device_id: int = 1
+    grpc_address: str = "127.0.0.1:9559"
+    cpu_port: int | None = CPU_PORT
+    log_dir: Path | None = None
+    pcap_dir: Path | None = None
+    extra_args: tuple[str, ...] = ()
+
+
+def _python_switch_executable() -> list[str]:
+    exe = Path(sys.executable).with_name("mlfabric-switch")
+    if exe.exists():
+        return [str(exe)]
+    return [sys.executable, "-m", "pybmv2.cli"]
+
+
+def switch_command(spec: SwitchSpec) -> list[str]:
+    """The command line that starts ``spec`` (simple_switch_grpc's syntax for both targets).
+
+    >>> switch_command(SwitchSpec(name="s1", ports={1: "s1-eth1"}, grpc_address="127.0.0.1:50001"))[1:]
+    ['--no-p4', '-i', '1@s1-eth1', '--device-id', '1', '--', '--grpc-server-addr', '127.0.0.1:50001', '--cpu-port', '510']
+    """
+    if spec.target not in TARGETS:
+        raise EmulationError(f"unknown target {spec.target!r}: choose one of {TARGETS}")
+    if spec.target == "bmv2":
+        exe = shutil.which("simple_switch_grpc")
+        if exe is None:
+            raise ToolchainMissing("simple_switch_grpc is not installed: use --target python")
+        cmd = [exe, "--log-file", str(spec.log_dir / f"{spec.name}.bmv2")] if spec.log_dir else [exe]
+    else:
+        cmd = _python_switch_executable()
+    cmd.append("--no-p4")
+    for port, iface in sorted(spec.ports.items()):
+        cmd += ["-i", f"{port}@{iface}"]
+    if spec.pcap_dir is not None:
+        cmd += ["--pcap", str(spec.pcap_dir)]
+    cmd += ["--device-id", str(spec.device_id), "--", "--grpc-server-addr", spec.grpc_address]
+    if spec.cpu_port is not None:
+        cmd += ["--cpu-port", str(spec.cpu_port)]
+    cmd += list(spec.extra_args)
+    return cmd
+
+
+class SwitchProcess:
+    """A running switch; a context manager that always stops it."""
+
+    def __init__(self, spec: SwitchSpec, record: NetRecord | None = None) -> None:
+        self.spec = spec
+        self._record = record
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.startup_seconds: float | None = None
+        self._log_path: Path | None = None
+
+    @property
+    def grpc_address(self) -> str:
+        return self.spec.grpc_address
+
+    def start(self, *, timeout: float = 10.0) -> SwitchProcess:
+        cmd = switch_command(self.spec)
+        log_dir = self.spec.log_dir
+        if log_dir is not None:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            self._log_path = log_dir / f"{self.spec.name}.log"
+            out = open(self._log_path, "wb")  # noqa: SIM115 - handed to the child
+        else:
+            out = subprocess.DEVNULL  # type: ignore[assignment]
+        t0 = time.monotonic()
+        try:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
+            raise EmulationError(f"cannot start switch {self.spec.name}: {exc}") from exc
+        finally:
+            if log_dir is not None:
+                out.close()  # type: ignore[union-attr]
+        if self._record is not None:
+            self._record.add_pid(self.proc.pid, "--grpc-server-addr " + self.spec.grpc_address)
+
+        def alive_and_listening() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise EmulationError(
+                    f"switch {self.spec.name} exited with status {self.proc.returncode} "
+                    f"during start-up{self._log_tail()}"
+                )
+            return True
+
+        try:
+            alive_and_listening()
+            wait_for_tcp(self.spec.grpc_address, timeout=timeout,
+                         what=f"switch {self.spec.name} P4Runtime server ({self.spec.target})")
+            alive_and_listening()
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def _log_tail(self) -> str:
+        if self._log_path is None or not self._log_path.exists():
+            return ""
+        lines = self._log_path.read_text(errors="replace").strip().splitlines()[-5:]
+        return ("; last log lines:\n" + "\n".join(lines)) if lines else ""
+
+    def stop(self, *, timeout: float = 3.0) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, 15)
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait(timeout=timeout)
+        except ProcessLookupError:
+            pass
+
+    def __enter__(self) -> SwitchProcess:
+        return self.start()
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()

@@ -1,0 +1,60 @@
+"""Mininet switch nodes running a P4 target process (the Python target or BMv2).
+
+The node lives in the root namespace like Mininet's other switches; its ports are the
+interfaces Mininet created for its links, passed to the switch process as ``-i PORT@IFACE``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from mininet.node import Switch
+
+from controller.netstate import NetRecord
+from controller.switch_process import CPU_PORT, SwitchProcess, SwitchSpec
+
+__all__ = ["P4TargetSwitch"]
+
+log = logging.getLogger(__name__)
+
+
+class P4TargetSwitch(Switch):
+    """A Mininet switch backed by ``mlfabric-switch`` or ``simple_switch_grpc``.
+
+    Extra parameters: ``target`` (python|bmv2), ``device_id``, ``grpc_address``,
+    ``cpu_port``, ``record`` (a NetRecord the process is registered in), ``log_dir``.
+    """
+
+    def __init__(self, name: str, *, target: str = "python", device_id: int = 1,
+                 grpc_address: str = "127.0.0.1:9559", cpu_port: int | None = CPU_PORT,
+                 record: NetRecord | None = None, log_dir: Path | None = None,
+                 start_timeout: float = 15.0, **params) -> None:
+        super().__init__(name, **params)
+        self.target = target
+        self.device_id = device_id
+        self.grpc_address = grpc_address
+        self.cpu_port = cpu_port
+        self.record = record
+        self.log_dir = log_dir
+        self.start_timeout = start_timeout
+        self.process: SwitchProcess | None = None
+
+    def port_map(self) -> dict[int, str]:
+        return {port: intf.name for port, intf in self.intfs.items() if intf.name != "lo"}
+
+    def start(self, controllers) -> None:  # noqa: ARG002 - P4 switches have no OpenFlow controller
+        spec = SwitchSpec(name=self.name, target=self.target, ports=self.port_map(),
+                          device_id=self.device_id, grpc_address=self.grpc_address,
+                          cpu_port=self.cpu_port, log_dir=self.log_dir)
+        if self.record is not None:
+            for iface in spec.ports.values():
+                self.record.add_link(iface)
+        self.process = SwitchProcess(spec, self.record).start(timeout=self.start_timeout)
+        log.info("%s: %s target up in %.2f s", self.name, self.target, self.process.startup_seconds or 0)
+
+    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's signature
+        if self.process is not None:
+            self.process.stop()
+            self.process = None
+        super().stop(deleteIntfs)

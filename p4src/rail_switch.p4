@@ -1,0 +1,124 @@
+/*
+ * rail_switch: the IPv4 forwarding program of mlfabric's packet switches.
+ *
+ * One program serves every packet-switch role of the fabrics the project emulates: a rail
+ * switch of a rail-only fabric, and the leaf (rail) and spine switches of the
+ * rail-optimized fat-tree baseline.
+ *   - ipv4_lpm: longest-prefix match on the destination, to a next hop (port and MAC
+ *     rewrite), to an ECMP group, to the CPU, or drop.
+ *   - ecmp_nexthop: the ECMP member chosen by a crc16 hash of the 5-tuple.
+ *   - TTL decrement and IPv4 checksum update; packets with TTL <= 1 or a parser error drop.
+ *   - per-port rx/tx counters and a direct counter on ipv4_lpm, so that experiments can
+ *     read the traffic of every link and route.
+ *   - packet-in/packet-out through CPU_PORT with controller headers.
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+#include "include/headers.p4"
+
+struct metadata_t {
+    bit<16> ecmp_group;
+    bit<16> ecmp_member;
+    bit<16> l4_src_port;
+    bit<16> l4_dst_port;
+}
+
+#include "include/parser.p4"
+
+control RailIngress(inout headers_t hdr, inout metadata_t meta,
+                    inout standard_metadata_t standard_metadata) {
+    counter(512, CounterType.packets_and_bytes) port_rx;
+    direct_counter(CounterType.packets_and_bytes) ipv4_lpm_hits;
+
+    action drop() {
+        mark_to_drop(standard_metadata);
+    }
+
+    action set_nexthop(port_t port, mac_addr_t dmac, mac_addr_t smac) {
+        standard_metadata.egress_spec = port;
+        hdr.ethernet.dst_addr = dmac;
+        hdr.ethernet.src_addr = smac;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+    }
+
+    action set_ecmp_group(bit<16> group, bit<16> size) {
+        meta.ecmp_group = group;
+        hash(meta.ecmp_member, HashAlgorithm.crc16, (bit<16>)0,
+             { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
+               meta.l4_src_port, meta.l4_dst_port },
+             size);
+    }
+
+    action send_to_cpu() {
+        standard_metadata.egress_spec = CPU_PORT;
+    }
+
+    table ipv4_lpm {
+        key = { hdr.ipv4.dst_addr: lpm; }
+        actions = { set_nexthop; set_ecmp_group; send_to_cpu; drop; }
+        default_action = drop();
+        counters = ipv4_lpm_hits;
+        size = 65536;
+    }
+
+    table ecmp_nexthop {
+        key = {
+            meta.ecmp_group: exact;
+            meta.ecmp_member: exact;
+        }
+        actions = { set_nexthop; drop; }
+        default_action = drop();
+        size = 16384;
+    }
+
+    apply {
+        port_rx.count((bit<32>)standard_metadata.ingress_port);
+        if (hdr.packet_out.isValid()) {
+            standard_metadata.egress_spec = hdr.packet_out.egress_port;
+            hdr.packet_out.setInvalid();
+            exit;
+        }
+        if (standard_metadata.parser_error != error.NoError) {
+            drop();
+            exit;
+        }
+        if (!hdr.ipv4.isValid()) {
+            drop();
+            exit;
+        }
+        if (hdr.ipv4.ttl <= 1) {
+            drop();
+            exit;
+        }
+        if (hdr.tcp.isValid()) {
+            meta.l4_src_port = hdr.tcp.src_port;
+            meta.l4_dst_port = hdr.tcp.dst_port;
+        } else if (hdr.udp.isValid()) {
+            meta.l4_src_port = hdr.udp.src_port;
+            meta.l4_dst_port = hdr.udp.dst_port;
+        }
+        switch (ipv4_lpm.apply().action_run) {
+            set_ecmp_group: {
+                ecmp_nexthop.apply();
+            }
+        }
+    }
+}
+
+control RailEgress(inout headers_t hdr, inout metadata_t meta,
+                   inout standard_metadata_t standard_metadata) {
+    counter(512, CounterType.packets_and_bytes) port_tx;
+
+    apply {
+        port_tx.count((bit<32>)standard_metadata.egress_port);
+        if (standard_metadata.egress_port == CPU_PORT) {
+            hdr.packet_in.setValid();
+            hdr.packet_in.ingress_port = standard_metadata.ingress_port;
+            hdr.packet_in._pad = 0;
+        }
+    }
+}
+
+V1Switch(FabricParser(), FabricVerifyChecksum(), RailIngress(), RailEgress(),
+         FabricComputeChecksum(), FabricDeparser()) main;

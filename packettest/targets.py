@@ -1,0 +1,128 @@
+"""Targets a packet test can run on, all driven through real P4Runtime.
+
+- ``python``: the Python target in this process (fast, no root);
+- ``python-process``: ``mlfabric-switch`` as a process on veth pairs (root);
+- ``bmv2``: ``simple_switch_grpc`` on veth pairs (root, BMv2 installed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from types import TracebackType
+
+from controller.netstate import NetRecord
+from controller.p4build import Artifact
+from controller.p4runtime.client import P4RuntimeClient
+from controller.p4runtime.schema import P4Schema, load_p4info
+from controller.readiness import free_tcp_port
+from controller.switch_process import CPU_PORT, SwitchProcess, SwitchSpec
+
+__all__ = ["KINDS", "Outputs", "PacketTarget", "open_target"]
+
+KINDS = ("python", "python-process", "bmv2")
+Outputs = list[tuple[int, bytes]]
+
+
+class PacketTarget:
+    """A switch with a program loaded and a primary P4Runtime client connected to it."""
+
+    kind: str
+    client: P4RuntimeClient
+    schema: P4Schema
+
+    def send(self, port: int, frame: bytes, *, expect: int | None = None) -> Outputs:
+        """Inject ``frame`` on ``port``; return every (port, frame) the switch emits for it.
+
+        Frames for the CPU port arrive as packet-ins on ``client.packet_ins`` instead.
+        ``expect`` lets process targets stop waiting once that many frames arrived.
+        """
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> PacketTarget:
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+
+def _load_pipeline(client: P4RuntimeClient, artifact: Artifact) -> P4Schema:
+    p4info = load_p4info(artifact.p4info)
+    client.set_pipeline(p4info, artifact.json.read_bytes())
+    return P4Schema(p4info)
+
+
+class InProcessTarget(PacketTarget):
+    kind = "python"
+
+    def __init__(self, artifact: Artifact, *, device_id: int = 1, cpu_port: int = CPU_PORT) -> None:
+        from pybmv2.runtime.server import P4RuntimeServer
+        from pybmv2.switch import V1Switch
+
+        self.switch = V1Switch(None, cpu_port=cpu_port)
+        self.server = P4RuntimeServer(self.switch, device_id=device_id, address="127.0.0.1:0")
+        self.server.start()
+        try:
+            self.client = P4RuntimeClient(self.server.address, device_id=device_id).connect()
+            self.schema = _load_pipeline(self.client, artifact)
+        except BaseException:
+            self.server.stop()
+            raise
+
+    def send(self, port: int, frame: bytes, *, expect: int | None = None) -> Outputs:
+        return list(self.server.deliver_outputs(self.switch.process(port, frame)))
+
+    def close(self) -> None:
+        self.client.close()
+        self.server.stop()
+
+
+class ProcessTarget(PacketTarget):
+    def __init__(self, kind: str, artifact: Artifact, ports: Sequence[int], *, device_id: int = 1,
+                 cpu_port: int = CPU_PORT) -> None:
+        from packettest.veth import VethPorts
+
+        self.kind = kind
+        self._stack = contextlib.ExitStack()
+        try:
+            record = self._stack.enter_context(NetRecord(f"packettest-{kind}"))
+            self.veth = VethPorts(ports, record)
+            self._stack.callback(self.veth.close)
+            spec = SwitchSpec(name=f"pt-{kind}", target="python" if kind == "python-process" else "bmv2",
+                              ports=self.veth.switch_ifaces, device_id=device_id,
+                              grpc_address=f"127.0.0.1:{free_tcp_port()}", cpu_port=cpu_port)
+            self.process = self._stack.enter_context(SwitchProcess(spec, record))
+            self.client = P4RuntimeClient(spec.grpc_address, device_id=device_id).connect()
+            self._stack.callback(self.client.close)
+            self.schema = _load_pipeline(self.client, artifact)
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def send(self, port: int, frame: bytes, *, expect: int | None = None) -> Outputs:
+        self.veth.drain()
+        self.veth.send(port, frame)
+        return self.veth.collect(expect=expect)
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+@contextlib.contextmanager
+def open_target(kind: str, artifact: Artifact, ports: Sequence[int] = (1, 2, 3, 4), *,
+                device_id: int = 1, cpu_port: int = CPU_PORT) -> Iterator[PacketTarget]:
+    """Start a target of ``kind`` with ``artifact`` loaded; always torn down on exit."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown target kind {kind!r}: choose one of {KINDS}")
+    target: PacketTarget
+    if kind == "python":
+        target = InProcessTarget(artifact, device_id=device_id, cpu_port=cpu_port)
+    else:
+        target = ProcessTarget(kind, artifact, ports, device_id=device_id, cpu_port=cpu_port)
+    try:
+        yield target
+    finally:
+        target.close()

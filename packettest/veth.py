@@ -1,0 +1,84 @@
+"""Veth pairs that connect a switch process to the test: one pair per switch port.
+
+The switch attaches to the ``s`` end, the test sends and receives on the ``t`` end through
+an AF_PACKET socket. IPv6 is disabled on both ends so that the kernel stays silent.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import time
+from collections.abc import Iterable
+
+from controller.errors import EmulationError
+from controller.netstate import NetRecord
+from pybmv2.ports import Port, PortSpec
+
+__all__ = ["VethPorts"]
+
+
+def _run(*cmd: str) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise EmulationError(f"{' '.join(cmd)} failed: {proc.stderr.strip()}")
+
+
+class VethPorts:
+    """Create veth pairs for ``ports``; :meth:`close` deletes them (so does the record)."""
+
+    def __init__(self, ports: Iterable[int], record: NetRecord, prefix: str | None = None) -> None:
+        tag = prefix or f"pt{os.getpid() % 10000}"
+        self.switch_ifaces: dict[int, str] = {}
+        self._test_ports: dict[int, Port] = {}
+        try:
+            for port in ports:
+                s, t = f"{tag}s{port}", f"{tag}t{port}"
+                record.add_link(s)
+                _run("ip", "link", "add", s, "type", "veth", "peer", "name", t)
+                for iface in (s, t):
+                    subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{iface}.disable_ipv6=1"],
+                                   capture_output=True, check=False)
+                    _run("ip", "link", "set", iface, "up")
+                self.switch_ifaces[port] = s
+                self._test_ports[port] = Port(PortSpec(port, t))
+        except BaseException:
+            self.close()
+            raise
+
+    def send(self, port: int, frame: bytes) -> None:
+        self._test_ports[port].send(frame)
+
+    def drain(self) -> None:
+        for p in self._test_ports.values():
+            while p.receive() is not None:
+                pass
+
+    def collect(self, *, quiet: float = 0.15, limit: float = 2.0, expect: int | None = None) -> list[tuple[int, bytes]]:
+        """Frames arriving on any port until ``quiet`` seconds pass with none (or ``expect`` arrive)."""
+        out: list[tuple[int, bytes]] = []
+        by_fd = {p.fileno(): (n, p) for n, p in self._test_ports.items()}
+        deadline = time.monotonic() + limit
+        last = time.monotonic()
+        while time.monotonic() < deadline:
+            if expect is not None and len(out) >= expect:
+                break
+            wait = min(quiet - (time.monotonic() - last), deadline - time.monotonic())
+            if wait <= 0:
+                break
+            ready, _, _ = select.select(list(by_fd), [], [], wait)
+            for fd in ready:
+                number, port = by_fd[fd]
+                while (frame := port.receive()) is not None:
+                    out.append((number, frame))
+                    last = time.monotonic()
+        return out
+
+    def close(self) -> None:
+        for p in self._test_ports.values():
+            p.close()
+        self._test_ports.clear()
+        for s in self.switch_ifaces.values():
+            subprocess.run(["ip", "link", "del", s], capture_output=True, check=False)
+        self.switch_ifaces.clear()

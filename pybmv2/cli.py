@@ -1,0 +1,113 @@
+"""``mlfabric-switch``: the Python target as a process, with simple_switch_grpc's flags.
+
+    mlfabric-switch [--no-p4 | PROGRAM.json] -i 1@veth1 -i 2@veth2 \\
+        [--device-id N] [--grpc-server-addr ADDR] [--cpu-port N] [--pcap DIR] [--log-console]
+
+As with simple_switch_grpc, target options may follow a ``--``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pybmv2.errors import TargetError
+
+__all__ = ["main"]
+
+log = logging.getLogger("mlfabric-switch")
+
+
+def _port_rate(text: str) -> tuple[int, float]:
+    port, sep, rate = text.partition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"bad --queue-rate-port {text!r}: expected PORT:PPS")
+    return int(port), float(rate)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="mlfabric-switch",
+        description="A Python v1model switch running p4c's BMv2 JSON, serving P4Runtime.",
+        epilog="example: mlfabric-switch --no-p4 -i 1@s1-eth1 -i 2@s1-eth2 "
+        "--grpc-server-addr 127.0.0.1:50001 --device-id 1 --cpu-port 510",
+    )
+    p.add_argument("json", nargs="?", type=Path, help="BMv2 JSON to load at start")
+    p.add_argument("--no-p4", action="store_true", help="start without a program (set it over P4Runtime)")
+    p.add_argument("-i", "--interface", action="append", default=[], metavar="PORT@IFACE",
+                   help="attach port number PORT to interface IFACE (repeatable)")
+    p.add_argument("--device-id", type=int, default=0)
+    p.add_argument("--grpc-server-addr", default="0.0.0.0:9559")
+    p.add_argument("--cpu-port", type=int, default=None)
+    p.add_argument("--pcap", type=Path, default=None, metavar="DIR",
+                   help="write <iface>_in.pcap and <iface>_out.pcap per port into DIR")
+    p.add_argument("--log-console", action="store_true", help="log every packet's path to stderr")
+    p.add_argument("-L", "--log-level", default=None, choices=["trace", "debug", "info", "warn", "error", "off"])
+    p.add_argument("--thrift-port", type=int, default=None, help="ignored: this target has no Thrift server")
+    p.add_argument("--queue-depth", type=int, default=None, help="egress queue depth in packets (default 64)")
+    p.add_argument("--queue-rate", type=float, default=None, help="egress rate of every port, packets/s")
+    p.add_argument("--queue-rate-port", type=_port_rate, action="append", default=[], metavar="PORT:PPS")
+    return p
+
+
+def _options(args: argparse.Namespace):
+    from pybmv2.daemon import DaemonOptions
+    from pybmv2.ports import parse_port_spec
+    from pybmv2.queues import DEFAULT_QUEUE_DEPTH
+
+    if args.json is None and not args.no_p4:
+        raise TargetError("give a BMv2 JSON file or --no-p4")
+    if args.json is not None and args.no_p4:
+        raise TargetError("--no-p4 and a JSON file are mutually exclusive")
+    if args.pcap is not None:
+        args.pcap.mkdir(parents=True, exist_ok=True)
+    return DaemonOptions(
+        ports=tuple(parse_port_spec(s) for s in args.interface),
+        device_id=args.device_id,
+        grpc_addr=args.grpc_server_addr,
+        cpu_port=args.cpu_port,
+        pcap_dir=args.pcap,
+        json_path=args.json,
+        queue_depth=args.queue_depth or DEFAULT_QUEUE_DEPTH,
+        queue_rate_pps=args.queue_rate,
+        port_rates=dict(args.queue_rate_port),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    raw = list(sys.argv[1:] if argv is None else argv)
+    raw = [a for a in raw if a != "--"]
+    args = build_parser().parse_args(raw)
+    level = logging.DEBUG if args.log_console or args.log_level in ("trace", "debug") else logging.INFO
+    logging.basicConfig(level=level, format="[%(asctime)s] %(name)s %(levelname)s: %(message)s")
+    if args.thrift_port is not None:
+        log.warning("--thrift-port %d ignored: this target serves P4Runtime only", args.thrift_port)
+    try:
+        from pybmv2.daemon import SwitchDaemon
+
+        daemon = SwitchDaemon(_options(args))
+    except TargetError as exc:
+        print(f"mlfabric-switch: error: {exc}", file=sys.stderr)
+        return 1
+
+    def _stop(signum: int, frame: object) -> None:
+        daemon.stop()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        daemon.serve_forever()
+    except TargetError as exc:
+        print(f"mlfabric-switch: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        daemon.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

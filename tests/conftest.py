@@ -1,0 +1,111 @@
+"""Test tiers, target selection and guaranteed network cleanup.
+
+Tiers are pytest markers given by directory: ``tests/unit`` (no root, no network),
+``tests/target`` (packet-level, on the selected P4 target) and ``tests/emulation``
+(Mininet, root). The target comes from ``--target`` or ``MLFABRIC_TARGET`` (python|bmv2).
+A tier that cannot run here is skipped with its reason, and the reasons are printed once
+per tier at the end of the run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+TIERS = ("unit", "target", "emulation")
+TARGETS = ("python", "bmv2")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--target",
+        choices=TARGETS,
+        default=os.environ.get("MLFABRIC_TARGET", "python"),
+        help="P4 target for target and emulation tests (default: $MLFABRIC_TARGET or python)",
+    )
+
+
+def _tier_of(path: Path) -> str | None:
+    """The tier of a test file: its folder under tests/, or unit for doctests in packages."""
+    parts = path.parts
+    if "tests" in parts:
+        below = parts[parts.index("tests") + 1 :]
+        return next((t for t in TIERS if t in below), None)
+    if {"controller", "pybmv2", "packettest"} & set(parts):
+        return "unit"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    target = config.getoption("--target")
+    reasons = tier_skip_reasons(target)
+    for item in items:
+        tier = _tier_of(Path(str(item.fspath)))
+        if tier is None:
+            continue
+        item.add_marker(getattr(pytest.mark, tier))
+        reason = reasons.get(tier)
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def tier_skip_reasons(target: str) -> dict[str, str]:
+    """Why each tier cannot run on this machine with this target (absent: it can)."""
+    reasons: dict[str, str] = {}
+    if target == "bmv2" and shutil.which("simple_switch_grpc") is None:
+        reasons["target"] = "MLFABRIC_TARGET=bmv2 but simple_switch_grpc is not installed"
+        reasons["emulation"] = reasons["target"]
+    if "emulation" not in reasons:
+        if os.geteuid() != 0:
+            reasons["emulation"] = "Mininet emulation needs root"
+        else:
+            try:
+                import mininet.net  # noqa: F401
+            except ImportError:
+                reasons["emulation"] = "Debian's mininet is not importable (run make setup)"
+    return reasons
+
+
+_skipped: dict[str, list[str]] = defaultdict(list)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped:
+        tier = _tier_of(Path(report.fspath))
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _skipped[tier or "other"].append(reason.removeprefix("Skipped: "))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    tr = terminalreporter
+    tr.section("mlfabric test tiers")
+    tr.write_line(f"target: {config.getoption('--target')}")
+    for tier in TIERS:
+        reasons = _skipped.get(tier, [])
+        if not reasons:
+            tr.write_line(f"{tier:<10} ran")
+            continue
+        counts: dict[str, int] = defaultdict(int)
+        for r in reasons:
+            counts[r] += 1
+        for reason, n in counts.items():
+            tr.write_line(f"{tier:<10} {n} skipped: {reason}")
+
+
+@pytest.fixture(scope="session")
+def target_name(pytestconfig: pytest.Config) -> str:
+    return str(pytestconfig.getoption("--target"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _net_cleanup_finalizer():
+    """Whatever a crashed test left behind (switch processes, links) is removed at the end."""
+    yield
+    if os.geteuid() == 0:
+        from controller.netstate import clean_all
+
+        clean_all(only_dead_owners=True)
