@@ -10,7 +10,7 @@ TARGET ?= $(or $(MLFABRIC_TARGET),python)
 .PHONY: help setup run run-smoke test test-unit test-target test-emulation p4 bench lint typecheck doctor clean-net clean
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo "  variables: TARGET=python|bmv2 (switch target for tests), PYTEST_ARGS=..."
 
 setup: ## install Debian packages, the virtual environment and Python dependencies (idempotent)

@@ -27,6 +27,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=os.environ.get("MLFABRIC_TARGET", "python"),
         help="P4 target for target and emulation tests (default: $MLFABRIC_TARGET or python)",
     )
+    parser.addoption(
+        "--record-golden",
+        action="store_true",
+        help="conformance: record BMv2's outputs as the new goldens (with --target bmv2)",
+    )
 
 
 def _tier_of(path: Path) -> str | None:

@@ -61,7 +61,7 @@ control E(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
             meta.carried = 0x66;
             clone_preserving_field_list(CloneType.E2E, 6, 1);
         }
-        if (hdr.probe.op == 5 && sm.instance_type == 0) {
+        if (hdr.probe.op == 5 && meta.carried != 0x55) {
             meta.carried = 0x55;
             recirculate_preserving_field_list(1);
         }

@@ -1,0 +1,31 @@
+"""The Mininet smoke run passes on the selected target and leaves nothing behind."""
+
+from __future__ import annotations
+
+import subprocess
+
+from controller.emulation import load_emulation_module
+from controller.netstate import state_dir
+
+
+def _switch_processes() -> list[str]:
+    out = subprocess.run(["pgrep", "-af", "mlfabric-switch|simple_switch_grpc"], capture_output=True, text=True)
+    return [line for line in out.stdout.splitlines() if "pgrep" not in line]
+
+
+def _root_links() -> set[str]:
+    out = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True)
+    return {line.split(":")[1].strip().split("@")[0] for line in out.stdout.splitlines()}
+
+
+def test_smoke_run_pings_across_a_p4_switch(target_name: str, capsys) -> None:
+    links_before = _root_links()
+    smoke = load_emulation_module("smoke_run")
+    assert smoke.main(["--target", target_name]) == 0
+    out = capsys.readouterr().out
+    assert "3/3 replies" in out
+    assert "PASS" in out
+    # Torn down: no switch process, no new link, no leftover record.
+    assert _switch_processes() == []
+    assert _root_links() <= links_before
+    assert list(state_dir().glob("smoke-*.json")) == []
