@@ -50,6 +50,19 @@ class VethPorts:
     def send(self, port: int, frame: bytes) -> None:
         self._test_ports[port].send(frame)
 
+    def receive(self, port: int, timeout: float) -> bytes | None:
+        """The next frame arriving on ``port`` within ``timeout`` seconds."""
+        p = self._test_ports[port]
+        deadline = time.monotonic() + timeout
+        while True:
+            frame = p.receive()
+            if frame is not None:
+                return frame
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            select.select([p.fileno()], [], [], left)
+
     def drain(self) -> None:
         for p in self._test_ports.values():
             while p.receive() is not None:

@@ -6,6 +6,8 @@ BMv2's BufBuilder does), pads the last byte with zeros and applies an algorithm 
 
 from __future__ import annotations
 
+import array
+import sys
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +38,7 @@ def _crc16_table() -> list[int]:
     return table
 
 
+_LITTLE_ENDIAN = sys.byteorder == "little"
 _CRC16_TABLE = _crc16_table()
 _REFLECT8 = [_reflect(b, 8) for b in range(256)]
 
@@ -86,10 +89,17 @@ def csum16(data: bytes) -> int:
     """
     if len(data) % 2:
         data += b"\x00"
-    total = sum(int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2))
+    # The ones' complement sum is byte-order independent (RFC 1071 section 2): sum native
+    # 16-bit words, fold, and swap the result into network order if the host is little-endian.
+    words = array.array("H")
+    words.frombytes(data)
+    total = sum(words)
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
+    result = ~total & 0xFFFF
+    if _LITTLE_ENDIAN:
+        result = ((result & 0xFF) << 8) | (result >> 8)
+    return result
 
 
 def identity(data: bytes) -> int:

@@ -112,6 +112,20 @@ class CompiledPipeline:
             by_action[int(aid)] = ref(next_tables[aname]) if aname in next_tables else base_default
         runners = {aid: a.run for aid, a in actions.items()}
 
+        if not table.keys and not hit_miss:
+            # p4c turns statements in apply blocks into keyless tables (tbl_*): they always
+            # run their default action, so skip the lookup.
+            def apply_keyless(s: PacketState) -> Any:
+                call = table.default
+                s.args = call.args  # type: ignore[assignment]
+                run = runners.get(call.action_id)
+                if run is not None:
+                    run(s)
+                cell = by_action.get(call.action_id, base_default)
+                return cell[0] if cell else None
+
+            return apply_keyless
+
         def apply(s: PacketState) -> Any:
             entry = table.lookup(s)
             if entry is None:

@@ -135,6 +135,9 @@ class V1Switch:
             self._std = _StdSlots(program)
             self.pre.clear()
             self._metadata_slots = program.layout.metadata_slots()
+            self._zero_values = program.layout.initial_values()
+            self._zero_validity = program.layout.initial_validity()
+            self._nstacks = len(program.layout.stacks)
 
     def now_us(self) -> int:
         """Microseconds since the switch started, like BMv2's global timestamps."""
@@ -143,10 +146,7 @@ class V1Switch:
     # -- ingress ---------------------------------------------------------------------------
 
     def _new_state(self, frame: bytes) -> PacketState:
-        prog = self.program
-        assert prog is not None
-        layout = prog.layout
-        return PacketState(layout.initial_values(), layout.initial_validity(), len(layout.stacks), frame)
+        return PacketState(self._zero_values[:], self._zero_validity[:], self._nstacks, frame)
 
     def _reset_metadata(self, s: PacketState) -> None:
         values = s.values

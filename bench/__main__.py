@@ -1,0 +1,86 @@
+"""Run every benchmark, print a table and write bench/results/<time>.json.
+
+Each figure is reported with its unit, and where BMv2 is installed, next to BMv2's figure
+measured in the same run (the ratio column).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from bench import forwarding, machine, p4runtime_bench
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def _row(name: str, unit: str, python: float, bmv2: float | None, goal: str) -> dict:
+    ratio = (python / bmv2) if bmv2 else None
+    return {"figure": name, "unit": unit, "python": python, "bmv2": bmv2, "python_over_bmv2": ratio, "goal": goal}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="make bench")
+    parser.add_argument("--quick", action="store_true", help="shorter runs (for a smoke check)")
+    args = parser.parse_args(argv)
+    root = os.geteuid() == 0
+    have_bmv2 = shutil.which("simple_switch_grpc") is not None
+    secs = 1.0 if args.quick else 3.0
+    rows = []
+    print("[bench] in-process forwarding ...", flush=True)
+    inproc = forwarding.inprocess_rate(secs)
+    rows.append(_row("in-process forwarding, rail_switch, 1k LPM routes", "packets/s",
+                     inproc["packets_per_s"], None, ">= 20,000"))
+    if root:
+        print("[bench] veth baseline ...", flush=True)
+        base = forwarding.veth_baseline(500 if args.quick else 2000)
+        samples = 500 if args.quick else 2000
+        print("[bench] process mode over veth: python ...", flush=True)
+        py = forwarding.process_mode("python-process", secs, samples)
+        bm = None
+        if have_bmv2:
+            print("[bench] process mode over veth: bmv2 ...", flush=True)
+            bm = forwarding.process_mode("bmv2", secs, samples)
+        rows.append(_row("process mode over veth", "packets/s", py["packets_per_s"],
+                         bm["packets_per_s"] if bm else None, ">= 0.5 x BMv2"))
+        for q in ("p50", "p99"):
+            rows.append(_row(f"added latency per hop, {q}", "us", py[f"{q}_us"] - base[f"{q}_us"],
+                             (bm[f"{q}_us"] - base[f"{q}_us"]) if bm else None, "report"))
+    else:
+        print("[bench] process-mode figures skipped: they need root (veth pairs)")
+    print("[bench] P4Runtime start-up and writes ...", flush=True)
+    su_py = p4runtime_bench.startup("python", 2 if args.quick else 5)
+    su_bm = p4runtime_bench.startup("bmv2", 2 if args.quick else 5) if have_bmv2 else None
+    rows.append(_row("process start to arbitration", "s", su_py["arbitration_s_median"],
+                     su_bm["arbitration_s_median"] if su_bm else None, "< 0.5 s"))
+    wr_py = p4runtime_bench.writes("python", per_rpc=500 if args.quick else 2000)
+    wr_bm = p4runtime_bench.writes("bmv2", per_rpc=500 if args.quick else 2000) if have_bmv2 else None
+    rows.append(_row("table writes, batches of 1,000", "entries/s", wr_py["batched_entries_per_s"],
+                     wr_bm["batched_entries_per_s"] if wr_bm else None, ">= 20,000"))
+    rows.append(_row("table writes, one per RPC", "entries/s", wr_py["single_entries_per_s"],
+                     wr_bm["single_entries_per_s"] if wr_bm else None, "report"))
+    rows.append(_row("batched / one-per-RPC speed-up", "x", wr_py["batch_speedup"],
+                     wr_bm["batch_speedup"] if wr_bm else None, ">= 5x"))
+    rows.append(_row("resident memory, rail_switch + 10k entries", "MB", wr_py["rss_mb_with_10k_entries"],
+                     wr_bm["rss_mb_with_10k_entries"] if wr_bm else None, "< 80 MB"))
+
+    print()
+    print(f"{'figure':<52} {'unit':<10} {'python':>12} {'bmv2':>12} {'py/bmv2':>8}  goal")
+    for r in rows:
+        bm = f"{r['bmv2']:12.1f}" if r["bmv2"] is not None else f"{'-':>12}"
+        ratio = f"{r['python_over_bmv2']:8.2f}" if r["python_over_bmv2"] is not None else f"{'-':>8}"
+        print(f"{r['figure']:<52} {r['unit']:<10} {r['python']:12.1f} {bm} {ratio}  {r['goal']}")
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / time.strftime("bench-%Y%m%d-%H%M%S.json")
+    out.write_text(json.dumps({"machine": machine.describe(), "figures": rows}, indent=2) + "\n")
+    print(f"\n[bench] results written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,73 @@
+"""P4Runtime figures of a switch process: start-up to arbitration, write rates, memory."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+from bench.traffic import route_updates
+from controller.netstate import NetRecord
+from controller.p4build import pipeline_files
+from controller.p4runtime.client import P4RuntimeClient
+from controller.p4runtime.entities import update
+from controller.p4runtime.schema import P4Schema, load_p4info
+from controller.readiness import free_tcp_port
+from controller.switch_process import SwitchProcess, SwitchSpec
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _start(target: str, record: NetRecord) -> tuple[SwitchProcess, float]:
+    """Start a switch with no ports; return it and the seconds to a successful arbitration."""
+    spec = SwitchSpec(name=f"bench-{target}", target=target, ports={},
+                      grpc_address=f"127.0.0.1:{free_tcp_port()}")
+    t0 = time.monotonic()
+    proc = SwitchProcess(spec, record)
+    proc.start(timeout=20)
+    client = P4RuntimeClient(spec.grpc_address, device_id=spec.device_id)
+    client.connect(wait=20)
+    elapsed = time.monotonic() - t0
+    client.close()
+    return proc, elapsed
+
+
+def startup(target: str, runs: int = 5) -> dict[str, float]:
+    times = []
+    with NetRecord("bench-startup") as record:
+        for _ in range(runs):
+            proc, seconds = _start(target, record)
+            proc.stop()
+            times.append(seconds)
+    return {"arbitration_s_median": statistics.median(times), "runs": runs}
+
+
+def writes(target: str, entries: int = 10_000, per_rpc: int = 2_000) -> dict[str, float]:
+    """Entries/s written in batches of 1,000 and one per Write RPC; RSS with the table full."""
+    art = pipeline_files("rail_switch")
+    p4info = load_p4info(art.p4info)
+    schema = P4Schema(p4info)
+    ups = route_updates(schema, entries)
+    with NetRecord("bench-writes") as record:
+        proc, _ = _start(target, record)
+        try:
+            with P4RuntimeClient(proc.grpc_address, device_id=1, timeout=120) as client:
+                client.set_pipeline(p4info, art.json.read_bytes())
+                t0 = time.perf_counter()
+                client.write(ups, batch_size=1000)
+                batched = entries / (time.perf_counter() - t0)
+                assert proc.proc is not None
+                rss_full = _rss_mb(proc.proc.pid)
+                client.write([update("delete", u.entity.table_entry) for u in ups], batch_size=1000)
+                t0 = time.perf_counter()
+                client.write(ups[:per_rpc], batch_size=1)
+                single = per_rpc / (time.perf_counter() - t0)
+        finally:
+            proc.stop()
+    return {"batched_entries_per_s": batched, "single_entries_per_s": single,
+            "batch_speedup": batched / single, "rss_mb_with_10k_entries": rss_full}
