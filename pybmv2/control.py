@@ -89,7 +89,7 @@ class CompiledPipeline:
             # BMv2 const-entry priorities: smaller is stronger. P4Runtime: larger wins.
             prio = 0
             if table.requires_priority:
-                prio = (1 << 24) - int(e.get("priority", 1))
+                prio = (1 << 31) - 1 - int(e.get("priority", 1))  # as PI reads them back
             entry = TableEntry(tuple(key), parse_action_entry(e["action_entry"]), prio, True)
             table.max_size = max(table.max_size, len(table) + 1)
             table.insert(entry)

@@ -9,8 +9,12 @@ from controller.netstate import state_dir
 
 
 def _switch_processes() -> list[str]:
-    out = subprocess.run(["pgrep", "-af", "mlfabric-switch|simple_switch_grpc"], capture_output=True, text=True)
-    return [line for line in out.stdout.splitlines() if "pgrep" not in line]
+    """Running switch processes, by process name (comm is cut to 15 characters)."""
+    found = []
+    for name in ("mlfabric-switch", "simple_switch_g"):
+        out = subprocess.run(["pgrep", "-ax", name], capture_output=True, text=True)
+        found += out.stdout.splitlines()
+    return found
 
 
 def _root_links() -> set[str]:

@@ -1,0 +1,324 @@
+"""The P4Runtime state of one device, free of gRPC I/O: PI's ``DeviceMgr`` for V1Switch.
+
+:class:`DeviceManager` owns the committed :class:`~pybmv2.runtime.pipeline.Pipeline`, runs
+SetForwardingPipelineConfig actions, Write batches and Reads against the switch (under
+``switch.lock``), turns frames the switch sends to its CPU port into PacketIn messages and
+digest samples into DigestList messages. Stream messages for controllers leave through
+:attr:`DeviceManager.on_stream_message`, which the gRPC service points at the primaries.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+import grpc
+from google.rpc import status_pb2
+from p4.v1 import p4runtime_pb2
+
+from pybmv2.errors import TargetError
+from pybmv2.runtime import extern_ops, table_ops
+from pybmv2.runtime.errors import P4RuntimeError, batch_status, from_target_error
+from pybmv2.runtime.packetio import packet_in_message, packet_out_frame
+from pybmv2.runtime.pipeline import Pipeline, build_pipeline, invalid_id
+from pybmv2.switch import DigestSample, V1Switch
+
+__all__ = ["DeviceManager", "Frames"]
+
+log = logging.getLogger(__name__)
+
+Frames = list[tuple[int, bytes]]
+SetAction = p4runtime_pb2.SetForwardingPipelineConfigRequest
+GetType = p4runtime_pb2.GetForwardingPipelineConfigRequest
+#: how often digest timeouts are checked while some digest has one
+TICK_SECONDS = 0.01
+
+
+def _unimplemented(message: str) -> P4RuntimeError:
+    return P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED, message)
+
+
+def no_pipeline() -> P4RuntimeError:
+    """PI's ``no_pipeline_config_status``."""
+    return P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION,
+                          "No forwarding pipeline config set for this device")
+
+
+class DeviceManager:
+    """Pipeline config, Write, Read, packet I/O and digests of one P4Runtime device.
+
+    Hooks (plain attributes, set by the server):
+
+    - ``on_stream_message(msg)``: deliver a StreamMessageResponse (PacketIn, DigestList) to
+      the primary controller(s);
+    - ``packet_out_injector(port, frame)``: if set, PacketOut frames are handed to it (the
+      process-mode I/O layer injects them on the CPU port itself); otherwise the switch
+      processes them synchronously and
+    - ``packet_out_sink(frames)`` receives the non-CPU frames the switch emitted.
+    """
+
+    def __init__(self, switch: V1Switch, device_id: int) -> None:
+        self.switch = switch
+        self.device_id = device_id
+        self.on_stream_message: Callable[[p4runtime_pb2.StreamMessageResponse], None] | None \
+            = None
+        self.packet_out_injector: Callable[[int, bytes], None] | None = None
+        self.packet_out_sink: Callable[[Frames], None] | None = None
+        self._pipeline: Pipeline | None = None
+        self._saved: Pipeline | None = None
+        self._config_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the digest-timeout thread."""
+        if self._ticker is None:
+            self._stop.clear()
+            self._ticker = threading.Thread(target=self._tick_loop, daemon=True,
+                                            name=f"p4rt-digest-{self.device_id}")
+            self._ticker.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=5)
+            self._ticker = None
+
+    def _tick_loop(self) -> None:
+        while not self._stop.wait(TICK_SECONDS):
+            p = self._pipeline
+            if p is None or not p.digests.needs_ticks():
+                continue
+            for msg in p.digests.tick(time.monotonic_ns()):
+                self._emit(p4runtime_pb2.StreamMessageResponse(digest=msg))
+
+    @property
+    def pipeline(self) -> Pipeline | None:
+        return self._pipeline
+
+    def require_pipeline(self) -> Pipeline:
+        p = self._pipeline
+        if p is None:
+            raise no_pipeline()
+        return p
+
+    # -- SetForwardingPipelineConfig / GetForwardingPipelineConfig --------------------------
+
+    def set_pipeline(self, action: int, config: p4runtime_pb2.ForwardingPipelineConfig) -> None:
+        """Run one SetForwardingPipelineConfig action; raise P4RuntimeError on failure."""
+        if action == SetAction.UNSPECIFIED:
+            raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT,
+                                 "Invalid SetForwardingPipeline action")
+        if action == SetAction.RECONCILE_AND_COMMIT:
+            raise _unimplemented("RECONCILE_AND_COMMIT is not supported by this target")
+        with self._config_lock:
+            if action == SetAction.COMMIT:
+                if self._saved is None:
+                    raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION,
+                                         "COMMIT without a config saved by VERIFY_AND_SAVE")
+                self._commit(self._saved)
+                return
+            pipeline = build_pipeline(config)
+            if action == SetAction.VERIFY:
+                return
+            if action == SetAction.VERIFY_AND_SAVE:
+                self._saved = pipeline
+            elif action == SetAction.VERIFY_AND_COMMIT:
+                self._commit(pipeline)
+            else:
+                raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT,
+                                     f"Invalid SetForwardingPipeline action {action}")
+
+    def _commit(self, pipeline: Pipeline) -> None:
+        with self.switch.lock:
+            self.switch.load(pipeline.program)
+            self.switch.on_digest = self._on_digest
+            self._pipeline = pipeline
+            self._saved = None
+        log.info("device %d: committed pipeline with %d tables", self.device_id,
+                 len(pipeline.index.tables))
+
+    def get_pipeline(self, response_type: int) -> p4runtime_pb2.ForwardingPipelineConfig:
+        """PI's ``pipeline_config_get``; the cookie is always included when set."""
+        full = self.require_pipeline().to_config()
+        if response_type not in (GetType.ALL, GetType.COOKIE_ONLY, GetType.P4INFO_AND_COOKIE,
+                                 GetType.DEVICE_CONFIG_AND_COOKIE):
+            raise P4RuntimeError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "Invalid response_type in GetForwardingPipelineConfigRequest")
+        out = p4runtime_pb2.ForwardingPipelineConfig()
+        if response_type in (GetType.ALL, GetType.P4INFO_AND_COOKIE):
+            out.p4info.CopyFrom(full.p4info)
+        if response_type in (GetType.ALL, GetType.DEVICE_CONFIG_AND_COOKIE):
+            out.p4_device_config = full.p4_device_config
+        if full.HasField("cookie"):
+            out.cookie.CopyFrom(full.cookie)
+        return out
+
+    # -- Write ---------------------------------------------------------------------------
+
+    def write(self, request: p4runtime_pb2.WriteRequest) -> status_pb2.Status:
+        """Apply a batch; per-update results as PI (UNKNOWN + one p4.v1.Error each)."""
+        results: list[P4RuntimeError | None] = []
+        with self.switch.lock:
+            p = self.require_pipeline()
+            if request.atomicity != p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR:
+                raise _unimplemented(
+                    "Support for atomic write modes has not been implemented yet")
+            for update in request.updates:
+                try:
+                    self._write_one(p, update)
+                    results.append(None)
+                except P4RuntimeError as exc:
+                    results.append(exc)
+                except TargetError as exc:
+                    results.append(from_target_error(exc))
+        for i, r in enumerate(results):
+            if r is not None:
+                log.debug("device %d: update %d failed: %s", self.device_id, i, r)
+        return batch_status(results)
+
+    def _write_one(self, p: Pipeline, update: p4runtime_pb2.Update) -> None:
+        entity = update.entity
+        which = entity.WhichOneof("entity")
+        kind = update.type
+        if which == "table_entry":
+            table_ops.write_table_entry(p, kind, entity.table_entry)
+        elif which == "counter_entry":
+            extern_ops.write_counter(p, kind, entity.counter_entry)
+        elif which == "direct_counter_entry":
+            table_ops.write_direct_counter(p, kind, entity.direct_counter_entry)
+        elif which == "meter_entry":
+            extern_ops.write_meter(p, kind, entity.meter_entry)
+        elif which == "direct_meter_entry":
+            extern_ops.write_direct_meter(p, kind, entity.direct_meter_entry)
+        elif which == "packet_replication_engine_entry":
+            extern_ops.write_pre(p, self.switch, kind, entity.packet_replication_engine_entry)
+        elif which == "digest_entry":
+            p.digests.configure(kind, entity.digest_entry)
+        elif which in ("action_profile_member", "action_profile_group"):
+            raise invalid_id()
+        elif which == "register_entry":
+            raise _unimplemented("Register writes are not supported yet")
+        elif which == "value_set_entry":
+            raise _unimplemented("ValueSet writes are not supported yet")
+        elif which == "extern_entry":
+            raise _unimplemented("No extern support yet")
+        else:
+            raise P4RuntimeError(grpc.StatusCode.UNKNOWN, "Incorrect entity type")
+
+    # -- Read ----------------------------------------------------------------------------
+
+    def read(self, request: p4runtime_pb2.ReadRequest
+             ) -> tuple[p4runtime_pb2.ReadResponse, P4RuntimeError | None]:
+        """Read every entity; on the first error stop and return what was read (PI)."""
+        response = p4runtime_pb2.ReadResponse()
+        with self.switch.lock:
+            p = self.require_pipeline()
+            for entity in request.entities:
+                try:
+                    self._read_one(p, entity, response)
+                except P4RuntimeError as exc:
+                    return response, exc
+                except TargetError as exc:
+                    return response, from_target_error(exc)
+        return response, None
+
+    def _read_one(self, p: Pipeline, entity: p4runtime_pb2.Entity,
+                  response: p4runtime_pb2.ReadResponse) -> None:
+        which = entity.WhichOneof("entity")
+        if which == "table_entry":
+            table_ops.read_table_entries(p, entity.table_entry, response)
+        elif which == "counter_entry":
+            extern_ops.read_counters(p, entity.counter_entry, response)
+        elif which == "direct_counter_entry":
+            table_ops.read_direct_counters(p, entity.direct_counter_entry, response)
+        elif which == "meter_entry":
+            extern_ops.read_meters(p, entity.meter_entry, response)
+        elif which == "direct_meter_entry":
+            extern_ops.read_direct_meters(p, entity.direct_meter_entry, response)
+        elif which == "packet_replication_engine_entry":
+            extern_ops.read_pre(p, self.switch, entity.packet_replication_engine_entry,
+                                response)
+        elif which == "digest_entry":
+            entry = p.digests.read_config(entity.digest_entry.digest_id)
+            response.entities.add().digest_entry.CopyFrom(entry)
+        elif which == "action_profile_member":
+            if entity.action_profile_member.action_profile_id:
+                raise invalid_id()
+        elif which == "action_profile_group":
+            if entity.action_profile_group.action_profile_id:
+                raise invalid_id()
+        elif which == "register_entry":
+            raise _unimplemented("Register reads are not supported yet")
+        elif which == "value_set_entry":
+            raise _unimplemented("ValueSet reads are not supported yet")
+        else:
+            raise P4RuntimeError(grpc.StatusCode.UNKNOWN, "Incorrect entity type")
+
+    # -- packet I/O and digests ------------------------------------------------------------
+
+    def packet_out(self, msg: p4runtime_pb2.PacketOut) -> None:
+        """Inject a PacketOut on the CPU port; raise P4RuntimeError if it is malformed."""
+        p = self.require_pipeline()
+        frame = packet_out_frame(p.packet_out, msg)
+        cpu_port = self.switch.cpu_port
+        if cpu_port is None:
+            raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION,
+                                 "the switch has no CPU port: PacketOut dropped")
+        if self.packet_out_injector is not None:
+            self.packet_out_injector(cpu_port, frame)
+            return
+        others = self.deliver_outputs(self.switch.process(cpu_port, frame))
+        if others:
+            if self.packet_out_sink is None:
+                log.warning("device %d: no packet_out_sink; dropping %d frame(s) emitted "
+                            "after a PacketOut", self.device_id, len(others))
+            else:
+                self.packet_out_sink(others)
+
+    def deliver_outputs(self, frames: Iterable[tuple[int, bytes]]) -> Frames:
+        """Turn frames on the CPU port into PacketIns; return the others, in order."""
+        cpu_port = self.switch.cpu_port
+        others: Frames = []
+        for port, frame in frames:
+            if cpu_port is None or port != cpu_port:
+                others.append((port, frame))
+                continue
+            p = self._pipeline
+            if p is None:
+                log.debug("device %d: frame to the CPU port without a pipeline config: "
+                          "dropped", self.device_id)
+                continue
+            msg = packet_in_message(p.packet_in, frame)
+            if msg is None:
+                log.warning("device %d: %d-byte frame to the CPU port is shorter than the "
+                            "packet_in header: dropped", self.device_id, len(frame))
+                continue
+            self._emit(p4runtime_pb2.StreamMessageResponse(packet=msg))
+        return others
+
+    def digest_ack(self, ack: p4runtime_pb2.DigestListAck) -> None:
+        p = self._pipeline
+        if p is not None:
+            p.digests.ack(ack.digest_id, ack.list_id)
+
+    def _on_digest(self, sample: DigestSample) -> None:
+        p = self._pipeline
+        if p is None:
+            return
+        digest_id = p.binding.digest_for_learn_id(sample.learn_id)
+        if digest_id is None:
+            log.debug("device %d: learn list %d has no P4Info digest", self.device_id,
+                      sample.learn_id)
+            return
+        for msg in p.digests.add(digest_id, sample.values, time.monotonic_ns()):
+            self._emit(p4runtime_pb2.StreamMessageResponse(digest=msg))
+
+    def _emit(self, msg: p4runtime_pb2.StreamMessageResponse) -> None:
+        if self.on_stream_message is not None:
+            self.on_stream_message(msg)

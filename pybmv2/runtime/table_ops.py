@@ -1,0 +1,329 @@
+"""TableEntry and DirectCounterEntry writes and reads against a committed pipeline.
+
+The checks and their order follow PI's ``table_insert`` / ``table_modify`` /
+``table_delete`` / ``table_read_one`` / ``direct_counter_*`` (``device_mgr.cpp``), plus the
+spec rules PI leaves to the target: const tables and const entries are PERMISSION_DENIED,
+``is_const`` in a write and INSERT into a keyless table are INVALID_ARGUMENT, a full table is
+RESOURCE_EXHAUSTED. Wildcard reads also honour the spec's action/priority/metadata filters.
+Callers hold the switch lock.
+"""
+
+from __future__ import annotations
+
+import grpc
+from p4.v1 import p4runtime_pb2
+
+from pybmv2.errors import EntryNotFoundError, TargetError
+from pybmv2.runtime.codec import (
+    decode_action,
+    decode_match_key,
+    encode_action,
+    encode_counter_data,
+    encode_match_key,
+    invalid,
+    merge_counter_data,
+    validate_table_action,
+)
+from pybmv2.runtime.errors import P4RuntimeError, from_target_error
+from pybmv2.runtime.p4info import P4Ids, TableBinding
+from pybmv2.runtime.pipeline import Pipeline, invalid_id
+from pybmv2.tables import MatchTable, TableEntry
+
+__all__ = ["read_direct_counters", "read_table_entries", "write_direct_counter",
+           "write_table_entry"]
+
+Update = p4runtime_pb2.Update
+
+
+def _denied(message: str) -> P4RuntimeError:
+    return P4RuntimeError(grpc.StatusCode.PERMISSION_DENIED, message)
+
+
+def _find(table: MatchTable, key: tuple, priority: int) -> TableEntry | None:
+    try:
+        return table.find(key, priority)
+    except EntryNotFoundError:
+        return None
+
+
+def _counter_unit(p: Pipeline, tb: TableBinding) -> int:
+    return p.index.direct_counters[tb.info.direct_counter_id].unit
+
+
+def _check_direct_resources(p: Pipeline, tb: TableBinding,
+                            msg: p4runtime_pb2.TableEntry) -> None:
+    if msg.HasField("meter_config") or msg.HasField("meter_counter_data"):
+        raise invalid("Table has no direct meters")
+    if msg.HasField("counter_data") and not tb.info.direct_counter_id:
+        raise invalid("Table has no direct counters")
+
+
+def _check_ttl(tb: TableBinding, msg: p4runtime_pb2.TableEntry) -> None:
+    if msg.idle_timeout_ns < 0:
+        raise invalid("idle_timeout_ns must be a positive value")
+    if msg.idle_timeout_ns > 0:
+        if not tb.info.supports_idle_timeout:
+            raise invalid("idle_timeout_ns must be set to 0 for tables which do not support "
+                          "idle timeout")
+        raise P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED,
+                             "idle timeout is not supported by this target")
+
+
+def _check_default_key(msg: p4runtime_pb2.TableEntry) -> None:
+    if len(msg.match):
+        raise invalid("Non-empty key for default entry")
+    if msg.priority != 0:
+        raise invalid("Non-zero priority for default entry")
+
+
+def write_table_entry(p: Pipeline, update_type: int, msg: p4runtime_pb2.TableEntry) -> None:
+    """Apply one TableEntry update; raise P4RuntimeError on failure."""
+    tb, table = p.table(msg.table_id)
+    if msg.HasField("time_since_last_hit"):
+        raise invalid("has_time_since_last_hit must not be set in WriteRequest")
+    if msg.is_const:
+        raise invalid("is_const must be false in a WriteRequest")
+    try:
+        if update_type == Update.INSERT:
+            _insert(p, tb, table, msg)
+        elif update_type == Update.MODIFY:
+            _modify(p, tb, table, msg)
+        elif update_type == Update.DELETE:
+            _delete(tb, table, msg)
+        elif update_type == Update.UNSPECIFIED:
+            raise invalid("Update type is not set")
+        else:
+            raise invalid("Invalid update type")
+    except TargetError as exc:
+        raise from_target_error(exc) from exc
+
+
+def _insert(p: Pipeline, tb: TableBinding, table: MatchTable,
+            msg: p4runtime_pb2.TableEntry) -> None:
+    if msg.is_default_action:
+        raise invalid("Cannot use INSERT for default entry")
+    if not msg.HasField("action"):
+        raise invalid("'action' field must be set")
+    if tb.info.is_const_table:
+        raise _denied(f"table {tb.info.name!r} is const: its entries cannot be inserted")
+    if not tb.info.match_fields:
+        raise invalid(f"table {tb.info.name!r} is keyless: only its default entry exists")
+    key, priority = decode_match_key(tb, msg)
+    validate_table_action(p.index, tb.info, msg)
+    call = decode_action(p.index, tb, msg.action.action)
+    _check_direct_resources(p, tb, msg)
+    _check_ttl(tb, msg)
+    if _find(table, key, priority) is not None:
+        raise P4RuntimeError(grpc.StatusCode.ALREADY_EXISTS,
+                             "Match entry exists, use MODIFY if you wish to change action")
+    entry = TableEntry(key, call, priority, metadata=msg.controller_metadata)
+    if msg.metadata:
+        entry.extra["metadata"] = bytes(msg.metadata)
+    table.insert(entry)
+    if msg.HasField("counter_data"):
+        entry.packets, entry.bytes = merge_counter_data(
+            _counter_unit(p, tb), msg.counter_data, (0, 0))
+
+
+def _modify(p: Pipeline, tb: TableBinding, table: MatchTable,
+            msg: p4runtime_pb2.TableEntry) -> None:
+    if msg.is_default_action:
+        _modify_default(p, tb, table, msg)
+        return
+    key, priority = decode_match_key(tb, msg)
+    validate_table_action(p.index, tb.info, msg)
+    call = decode_action(p.index, tb, msg.action.action) if msg.HasField("action") else None
+    _check_direct_resources(p, tb, msg)
+    _check_ttl(tb, msg)
+    entry = _find(table, key, priority)
+    if call is None and not (entry is not None and entry.is_const):
+        raise invalid("'action' field must be set for non-default entries")
+    if entry is None:
+        raise P4RuntimeError(grpc.StatusCode.NOT_FOUND, "Cannot find match entry")
+    if entry.is_const:
+        if call is not None:
+            raise _denied("const entries cannot be modified, except their direct resources")
+    elif call is not None:
+        table.modify(key, priority, call)
+        entry.metadata = msg.controller_metadata
+        entry.extra["metadata"] = bytes(msg.metadata)
+    if msg.HasField("counter_data"):
+        entry.packets, entry.bytes = merge_counter_data(
+            _counter_unit(p, tb), msg.counter_data, (entry.packets, entry.bytes))
+
+
+def _modify_default(p: Pipeline, tb: TableBinding, table: MatchTable,
+                    msg: p4runtime_pb2.TableEntry) -> None:
+    _check_default_key(msg)
+    validate_table_action(p.index, tb.info, msg)
+    if table.default_entry_is_const:
+        raise _denied(f"Cannot set / reset default action for table {tb.info.id} which has "
+                      "a const default action")
+    call = decode_action(p.index, tb, msg.action.action) if msg.HasField("action") else None
+    _check_direct_resources(p, tb, msg)
+    _check_ttl(tb, msg)
+    if msg.HasField("counter_data"):
+        raise P4RuntimeError(grpc.StatusCode.UNKNOWN,
+                             "Error when modifying match entry in target: bmv2 does not "
+                             "support direct counters for default entries")
+    if call is None:
+        table.set_default(table.initial_default)
+        p.default_metadata.pop(tb.info.id, None)
+    else:
+        table.set_default(call)
+        p.default_metadata[tb.info.id] = (msg.controller_metadata, bytes(msg.metadata))
+
+
+def _delete(tb: TableBinding, table: MatchTable, msg: p4runtime_pb2.TableEntry) -> None:
+    if msg.is_default_action:
+        raise invalid("Cannot use DELETE for default entry")
+    if tb.info.is_const_table:
+        raise _denied(f"table {tb.info.name!r} is const: its entries cannot be deleted")
+    key, priority = decode_match_key(tb, msg)
+    entry = _find(table, key, priority)
+    if entry is None:
+        raise P4RuntimeError(grpc.StatusCode.NOT_FOUND, "Cannot find match entry")
+    if entry.is_const:
+        raise _denied("const entries cannot be deleted")
+    table.delete(key, priority)
+
+
+# -- reads ----------------------------------------------------------------------------------
+
+
+def _encode_entry(p: Pipeline, tb: TableBinding, entry: TableEntry,
+                  requested: p4runtime_pb2.TableEntry,
+                  out: p4runtime_pb2.TableEntry) -> None:
+    out.table_id = tb.info.id
+    encode_match_key(tb, entry.key, entry.priority, out)
+    encode_action(p.index, tb, entry.action, out.action.action)
+    out.controller_metadata = entry.metadata
+    out.metadata = entry.extra.get("metadata", b"")
+    if entry.is_const:
+        out.is_const = True
+    if requested.HasField("counter_data") and tb.info.direct_counter_id:
+        encode_counter_data(entry.packets, entry.bytes, out.counter_data)
+
+
+def _matches_filters(entry: TableEntry, tb: TableBinding,
+                     requested: p4runtime_pb2.TableEntry) -> bool:
+    wanted_action = requested.action.action.action_id
+    if wanted_action and tb.from_target_action.get(entry.action.action_id) != wanted_action:
+        return False
+    if requested.priority and entry.priority != requested.priority:
+        return False
+    if requested.controller_metadata and entry.metadata != requested.controller_metadata:
+        return False
+    return not (requested.metadata and entry.extra.get("metadata", b"") != requested.metadata)
+
+
+def _read_default(p: Pipeline, tb: TableBinding, table: MatchTable,
+                  requested: p4runtime_pb2.TableEntry,
+                  response: p4runtime_pb2.ReadResponse) -> None:
+    if requested.HasField("time_since_last_hit"):
+        raise invalid("Default table entries do not support entry ageing, do not set "
+                      "'time_since_last_hit' in your ReadRequest")
+    out = response.entities.add().table_entry
+    out.table_id = tb.info.id
+    out.is_default_action = True
+    encode_action(p.index, tb, table.default, out.action.action)
+    controller_metadata, metadata = p.default_metadata.get(tb.info.id, (0, b""))
+    out.controller_metadata = controller_metadata
+    out.metadata = metadata
+
+
+def _read_one_table(p: Pipeline, table_id: int, requested: p4runtime_pb2.TableEntry,
+                    response: p4runtime_pb2.ReadResponse) -> None:
+    tb, table = p.table(table_id)
+    if requested.is_default_action:
+        _read_default(p, tb, table, requested, response)
+        return
+    if requested.HasField("time_since_last_hit") and not tb.info.supports_idle_timeout:
+        raise invalid("Do not set time_since_last_hit for a ReadRequest if the table does not "
+                      "support idle timeout; yes, that includes wildcard reads")
+    if len(requested.match):
+        key, priority = decode_match_key(tb, requested)
+        found = _find(table, key, priority)
+        entries = [found] if found is not None else []
+    else:
+        entries = [e for e in table.entries() if _matches_filters(e, tb, requested)]
+    for entry in entries:
+        _encode_entry(p, tb, entry, requested, response.entities.add().table_entry)
+
+
+def read_table_entries(p: Pipeline, requested: p4runtime_pb2.TableEntry,
+                       response: p4runtime_pb2.ReadResponse) -> None:
+    """PI's ``table_read``: table_id 0 reads every table (const ones included)."""
+    if requested.table_id == 0:
+        for table_id in p.index.tables:
+            _read_one_table(p, table_id, requested, response)
+    else:
+        _read_one_table(p, requested.table_id, requested, response)
+
+
+# -- direct counters ------------------------------------------------------------------------
+
+
+def _direct_counter_table(p: Pipeline, msg: p4runtime_pb2.DirectCounterEntry,
+                          reading: bool) -> tuple[TableBinding, MatchTable]:
+    if not msg.HasField("table_entry"):
+        raise invalid("Missing table_entry field in DirectCounterEntry")
+    if reading and msg.table_entry.table_id == 0:
+        raise P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED,
+                             "Reading all direct counters for ALL tables is not supported yet")
+    if not p.index.is_valid_id(msg.table_entry.table_id, P4Ids.TABLE):
+        raise invalid_id()
+    tb, table = p.table(msg.table_entry.table_id)
+    if not tb.info.direct_counter_id:
+        raise invalid("Table has no direct counters")
+    return tb, table
+
+
+def _entry_for_counter(tb: TableBinding, table: MatchTable,
+                       requested: p4runtime_pb2.TableEntry, what: str) -> TableEntry:
+    if requested.is_default_action:
+        _check_default_key(requested)
+        raise P4RuntimeError(grpc.StatusCode.UNKNOWN,
+                             f"Error when {what} counter from target: bmv2 does not support "
+                             "direct counters for default entries")
+    key, priority = decode_match_key(tb, requested)
+    entry = _find(table, key, priority)
+    if entry is None:
+        raise invalid("Cannot map table entry to handle")
+    return entry
+
+
+def write_direct_counter(p: Pipeline, update_type: int,
+                         msg: p4runtime_pb2.DirectCounterEntry) -> None:
+    """PI's ``direct_counter_write``: MODIFY sets, DELETE zeroes, INSERT is invalid."""
+    tb, table = _direct_counter_table(p, msg, reading=False)
+    entry = _entry_for_counter(tb, table, msg.table_entry, "writing to")
+    if update_type == Update.MODIFY:
+        entry.packets, entry.bytes = merge_counter_data(
+            _counter_unit(p, tb), msg.data, (entry.packets, entry.bytes))
+    elif update_type == Update.DELETE:
+        entry.packets = entry.bytes = 0
+    elif update_type == Update.INSERT:
+        raise invalid("INSERT update type not supported for counters")
+    elif update_type == Update.UNSPECIFIED:
+        raise invalid("Update type is not set")
+    else:
+        raise invalid("Invalid update type")
+
+
+def read_direct_counters(p: Pipeline, msg: p4runtime_pb2.DirectCounterEntry,
+                         response: p4runtime_pb2.ReadResponse) -> None:
+    """PI's ``direct_counter_read``: one entry's counter, or those of the whole table."""
+    tb, table = _direct_counter_table(p, msg, reading=True)
+    requested = msg.table_entry
+    if len(requested.match) or requested.is_default_action:
+        entry = _entry_for_counter(tb, table, requested, "reading")
+        out = response.entities.add().direct_counter_entry
+        out.table_entry.CopyFrom(requested)
+        encode_counter_data(entry.packets, entry.bytes, out.data)
+        return
+    for entry in table.entries():
+        out = response.entities.add().direct_counter_entry
+        out.table_entry.table_id = tb.info.id
+        encode_match_key(tb, entry.key, entry.priority, out.table_entry)
+        encode_counter_data(entry.packets, entry.bytes, out.data)
