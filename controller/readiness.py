@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import time
+from pathlib import Path
 from collections.abc import Callable
 
 from controller.errors import ReadinessTimeout
@@ -24,9 +26,10 @@ def wait_for(condition: Callable[[], bool], *, timeout: float, what: str, interv
 
 
 def _tcp_open(host: str, port: int) -> bool:
+    """A listener accepts on host:port (a TCP self-connection does not count)."""
     try:
-        with socket.create_connection((host, port), timeout=0.2):
-            return True
+        with socket.create_connection((host, port), timeout=0.2) as sock:
+            return sock.getsockname() != sock.getpeername()
     except OSError:
         return False
 
@@ -37,8 +40,35 @@ def wait_for_tcp(address: str, *, timeout: float, what: str = "") -> float:
                     what=what or f"TCP server at {address}")
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+_next_port = [0]
+
+
 def free_tcp_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1, free a moment ago, outside the kernel's ephemeral range.
+
+    Ports from the ephemeral range can be handed to an outgoing connection (even one to
+    the same port, a self-connection) before the server binds them; servers of the
+    emulation therefore get ports below that range.
+    """
+    low, _ = _ephemeral_range()
+    base, span = 20000, max(1000, min(low, 32768) - 20000)
+    start = (os.getpid() * 7919 + _next_port[0]) % span
+    for i in range(span):
+        port = base + (start + i) % span
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _next_port[0] += i + 1
+        return port
+    raise ReadinessTimeout(f"no free TCP port in {base}..{base + span - 1}")

@@ -19,6 +19,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from controller.errors import MlfabricError, ReadinessTimeout
+from controller.p4runtime.reconcile import inverse
 
 __all__ = ["P4ClientError", "P4RuntimeClient", "UpdateError", "WriteResult"]
 
@@ -45,6 +46,10 @@ class P4ClientError(MlfabricError):
 
     def __init__(self, operation: str, code: str, message: str, errors: Sequence[UpdateError] = ()) -> None:
         self.operation, self.code, self.errors = operation, code, list(errors)
+        #: for a failed Write: indices of the updates read back as in effect on the switch
+        self.in_effect: list[int] = []
+        #: for an atomic Write: whether the updates in effect were rolled back
+        self.rolled_back = False
         detail = f"; {len(self.errors)} update(s) failed, first: {self.errors[0]}" if self.errors else ""
         super().__init__(f"{operation} failed: {code}: {message}{detail}")
 
@@ -53,6 +58,14 @@ class P4ClientError(MlfabricError):
 class WriteResult:
     written: int
     batches: int
+
+
+def _entry_key(entry: p4runtime_pb2.TableEntry) -> bytes:
+    """Identity of a table entry: table, match (in field order) and priority."""
+    key = p4runtime_pb2.TableEntry(table_id=entry.table_id, priority=entry.priority,
+                                   is_default_action=entry.is_default_action)
+    key.match.extend(sorted(entry.match, key=lambda m: m.field_id))
+    return key.SerializeToString(deterministic=True)
 
 
 def _code_name(code: int) -> str:
@@ -117,7 +130,8 @@ class P4RuntimeClient:
     # -- connection ----------------------------------------------------------------------
 
     def __enter__(self) -> P4RuntimeClient:
-        return self.connect()
+        """Connect unless already connected (so ``with client.connect():`` works too)."""
+        return self if self._channel is not None else self.connect()
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
@@ -266,6 +280,58 @@ class P4RuntimeClient:
             assert first_error is not None
             raise P4ClientError("Write", first_error.code, f"{len(failures)} of {len(updates)} updates failed", failures)
         return WriteResult(len(updates), batches)
+
+    def write_checked(self, updates: Sequence[p4runtime_pb2.Update], *, batch_size: int | None = None,
+                      atomic: bool = False) -> WriteResult:
+        """:meth:`write`, and when it fails, explain exactly what is left on the switch.
+
+        The error's ``in_effect`` lists the indices of the table-entry updates read back as
+        applied. With ``atomic`` (emulated: BMv2 has no atomic batches) those are undone,
+        in reverse order, and ``rolled_back`` is set once a read-back confirms it.
+        """
+        before = self._entries_before(updates) if atomic else {}
+        try:
+            return self.write(updates, batch_size=batch_size)
+        except P4ClientError as err:
+            if not err.errors:
+                raise
+            failed = {e.index for e in err.errors}
+            err.in_effect = self._in_effect(updates, failed)
+            if atomic and err.in_effect:
+                undo = [inverse(updates[i], before.get(_entry_key(updates[i].entity.table_entry)))
+                        for i in reversed(err.in_effect)]
+                self.write([u for u in undo if u is not None], batch_size=batch_size)
+                err.rolled_back = not self._in_effect(updates, failed)
+            raise
+
+    def _table_entries(self, table_ids: set[int]) -> dict[bytes, p4runtime_pb2.Entity]:
+        ents = []
+        for tid in sorted(table_ids):
+            e = p4runtime_pb2.Entity()
+            e.table_entry.table_id = tid
+            ents.append(e)
+        return {_entry_key(e.table_entry): e for e in self.read(ents)}
+
+    def _entries_before(self, updates: Sequence[p4runtime_pb2.Update]) -> dict[bytes, p4runtime_pb2.Entity]:
+        tids = {u.entity.table_entry.table_id for u in updates if u.entity.HasField("table_entry")}
+        return self._table_entries(tids) if tids else {}
+
+    def _in_effect(self, updates: Sequence[p4runtime_pb2.Update], failed: set[int]) -> list[int]:
+        """Indices of successful table-entry updates whose effect a read-back confirms."""
+        tids = {u.entity.table_entry.table_id for u in updates if u.entity.HasField("table_entry")}
+        present = self._table_entries(tids) if tids else {}
+        out = []
+        for i, u in enumerate(updates):
+            if i in failed or not u.entity.HasField("table_entry"):
+                continue
+            key = _entry_key(u.entity.table_entry)
+            if u.type == p4runtime_pb2.Update.DELETE:
+                if key not in present:
+                    out.append(i)
+            elif key in present and (u.type == p4runtime_pb2.Update.INSERT
+                                     or present[key].table_entry.action == u.entity.table_entry.action):
+                out.append(i)
+        return out
 
     def read(self, entities: Iterable[p4runtime_pb2.Entity]) -> list[p4runtime_pb2.Entity]:
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id)

@@ -124,7 +124,6 @@ PARSING = Program("parsing", packets=(
     ("push-front", 1, probe(5, 0x31)),
     ("pop-front", 1, ethernet(DST, SRC, 0x8847, mpls(7, 8) + b"\x00" * 8)),
     ("ethernet-only", 1, ethernet(DST, SRC, 0x1234)),
-    ("runt", 1, b"\x01\x02\x03"),
 ))
 
 REPLICATION = Program(

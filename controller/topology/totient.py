@@ -1,0 +1,109 @@
+"""TopoOpt's TotientPerms: ring permutations for a direct-connect fabric of degree d.
+
+A ring over n nodes with stride delta (node i -> i + delta mod n) is a single cycle iff
+gcd(delta, n) = 1. TopoOpt (NSDI 2023) picks up to d such strides; its artifact
+(``src/runtime/network.cc``) takes them as a geometric sequence between the smallest and
+the largest candidate, so that multi-hop routes are short "coin-change" sums of strides.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+
+__all__ = ["coin_change_route", "diameter", "ring_strides", "totient_candidates"]
+
+
+def totient_candidates(n: int) -> list[int]:
+    """Every stride 1 <= delta <= n/2 that makes a single ring over ``n`` nodes.
+
+    >>> totient_candidates(12)
+    [1, 5]
+    """
+    return [delta for delta in range(1, n // 2 + 1) if math.gcd(delta, n) == 1]
+
+
+def ring_strides(n: int, d: int) -> list[int]:
+    """Up to ``d`` distinct coprime strides, geometrically spaced from 1 to ~n/2.
+
+    >>> ring_strides(16, 3)
+    [1, 3, 7]
+    """
+    if n < 2 or d < 1:
+        raise ValueError(f"need n >= 2 nodes and degree d >= 1, got n={n}, d={d}")
+    candidates = totient_candidates(n)
+    if len(candidates) <= d:
+        return candidates
+    lo, hi = candidates[0], candidates[-1]
+    chosen: list[int] = []
+    for k in range(d):
+        target = lo * (hi / lo) ** (k / (d - 1)) if d > 1 else lo
+        # nearest unused candidate to the geometric target
+        best = min((c for c in candidates if c not in chosen), key=lambda c: (abs(c - target), c))
+        chosen.append(best)
+    return sorted(chosen)
+
+
+def _moves(n: int, strides: Sequence[int]) -> list[int]:
+    """Each stride is a bidirectional ring: one can move +delta or -delta."""
+    out = set()
+    for s in strides:
+        out.add(s % n)
+        out.add((-s) % n)
+    return sorted(out)
+
+
+def diameter(n: int, strides: Sequence[int]) -> int:
+    """Largest hop count between two nodes when every ring is usable in both directions.
+
+    The graph is a circulant, so the distances from node 0 are the distances from any node.
+
+    >>> diameter(16, [1, 3, 7])
+    3
+    """
+    dist = _bfs(n, strides)
+    return max(dist)
+
+
+def _bfs(n: int, strides: Sequence[int]) -> list[int]:
+    moves = _moves(n, strides)
+    dist = [-1] * n
+    dist[0] = 0
+    q = deque([0])
+    while q:
+        u = q.popleft()
+        for m in moves:
+            v = (u + m) % n
+            if dist[v] < 0:
+                dist[v] = dist[u] + 1
+                q.append(v)
+    if min(dist) < 0:
+        raise ValueError(f"strides {list(strides)} do not connect {n} nodes")
+    return dist
+
+
+def coin_change_route(n: int, strides: Sequence[int], src: int, dst: int) -> list[int]:
+    """A shortest path src -> dst as the list of signed strides taken ("coin change").
+
+    >>> coin_change_route(16, [1, 3, 7], 0, 10)  # 1 - 7 = -6 = 10 (mod 16)
+    [1, -7]
+    """
+    moves = _moves(n, strides)
+    target = (dst - src) % n
+    prev: dict[int, tuple[int, int]] = {0: (0, 0)}
+    q = deque([0])
+    while q and target not in prev:
+        u = q.popleft()
+        for m in moves:
+            v = (u + m) % n
+            if v not in prev:
+                prev[v] = (u, m)
+                q.append(v)
+    path: list[int] = []
+    node = target
+    while node != 0:
+        u, m = prev[node]
+        path.append(m if m <= n // 2 else m - n)
+        node = u
+    return sorted(path, key=abs)
