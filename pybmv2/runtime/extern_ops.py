@@ -262,7 +262,7 @@ def read_pre(p: Pipeline, switch: V1Switch, msg: p4runtime_pb2.PacketReplication
         check_group_id(gid, for_write=False)
         if gid and gid not in pre.groups:
             raise P4RuntimeError(grpc.StatusCode.NOT_FOUND, "Multicast group does not exist")
-        for g in sorted(pre.groups) if gid == 0 else [gid]:
+        for g in reversed(list(pre.groups)) if gid == 0 else [gid]:  # PI's hash-map order
             out = response.entities.add().packet_replication_engine_entry
             encode_multicast_group(g, pre.groups[g], p.group_forms.get(g, {}),
                                    p.group_metadata.get(g, b""), out.multicast_group_entry)
@@ -270,7 +270,7 @@ def read_pre(p: Pipeline, switch: V1Switch, msg: p4runtime_pb2.PacketReplication
         sid = msg.clone_session_entry.session_id
         if sid and sid not in pre.sessions:
             raise P4RuntimeError(grpc.StatusCode.NOT_FOUND, "Clone session id does not exist")
-        for s in sorted(pre.sessions) if sid == 0 else [sid]:
+        for s in reversed(list(pre.sessions)) if sid == 0 else [sid]:
             out = response.entities.add().packet_replication_engine_entry
             encode_clone_session(pre.sessions[s], p.session_forms.get(s, {}),
                                  out.clone_session_entry)

@@ -86,9 +86,27 @@ def _decode_replicas(
     return tuple(out), forms
 
 
+def pi_replica_order(replicas: Iterable[Replica]) -> list[Replica]:
+    """Replicas in the order BMv2's PI reads them back.
+
+    PI keeps one node per instance (rid) in a libstdc++ ``unordered_map``; for the small
+    groups of real programs its iteration order is the reverse of the order in which each
+    rid first appeared, with ports ascending inside a rid (checked against
+    simple_switch_grpc 1.15.5).
+
+    >>> [(r.egress_port, r.rid) for r in pi_replica_order(
+    ...     [Replica(4, 2), Replica(3, 0), Replica(1, 0), Replica(2, 1), Replica(5, 1)])]
+    [(2, 1), (5, 1), (1, 0), (3, 0), (4, 2)]
+    """
+    by_rid: dict[int, list[Replica]] = {}
+    for rep in replicas:
+        by_rid.setdefault(rep.rid, []).append(rep)
+    return [rep for rid in reversed(list(by_rid)) for rep in sorted(by_rid[rid], key=lambda r: r.egress_port)]
+
+
 def _encode_replicas(replicas: Iterable[Replica], forms: PortForms,
                      out: RepeatedCompositeFieldContainer) -> None:
-    for rep in sorted(replicas, key=lambda r: (r.rid, forms.get(r, 0) > 0, r.egress_port)):
+    for rep in pi_replica_order(replicas):
         msg = out.add(instance=rep.rid)
         nbytes = forms.get(rep, 0)
         if nbytes:

@@ -199,8 +199,7 @@ def _encode_entry(p: Pipeline, tb: TableBinding, entry: TableEntry,
     encode_action(p.index, tb, entry.action, out.action.action)
     out.controller_metadata = entry.metadata
     out.metadata = entry.extra.get("metadata", b"")
-    if entry.is_const:
-        out.is_const = True
+    # PI (simple_switch_grpc 1.15) never sets is_const on the entries it reads back.
     if requested.HasField("counter_data") and tb.info.direct_counter_id:
         encode_counter_data(entry.packets, entry.bytes, out.counter_data)
 

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from controller.errors import MlfabricError
+from pybmv2.errors import TargetError
 
 __all__ = ["main"]
 
@@ -102,6 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--target", choices=("python", "bmv2"), default="python")
     p.set_defaults(func=_smoke)
+
+    from controller.cli import device_cmds, rules_cmds, topology_cmds
+
+    topology_cmds.register(sub)
+    rules_cmds.register(sub)
+    device_cmds.register(sub)
     return parser
 
 
@@ -115,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.func
     try:
         return handler(args)
-    except MlfabricError as exc:
+    except (MlfabricError, TargetError) as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -1,0 +1,78 @@
+"""The controller CLI against a live switch process of the selected target."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from controller.cli import main
+from controller.netstate import NetRecord
+from controller.readiness import free_tcp_port
+from controller.switch_process import SwitchProcess, SwitchSpec
+
+
+@pytest.fixture(scope="module")
+def switch(target_name: str):
+    spec = SwitchSpec(name="cli", target=target_name, ports={}, device_id=3,
+                      grpc_address=f"127.0.0.1:{free_tcp_port()}")
+    with NetRecord("cli-test") as record, SwitchProcess(spec, record) as proc:
+        yield proc.grpc_address
+
+
+DEV = ["--device-id", "3"]
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    """Run the CLI; options for the switch go last, as users type them."""
+    args = list(argv)
+    if args and args[0] != "--no-dev" and any(a.startswith("127.0.0.1:") for a in args):
+        args += DEV
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_pipeline_load_add_show_delete(switch: str, capsys) -> None:
+    sw = [switch]
+    assert run(capsys, "pipeline", "load", *sw, "--program", "rail_switch")[0] == 0
+    code, out, _ = run(capsys, "rules", "add", *sw, "ipv4_lpm", "dst_addr=10.9.0.0/16",
+                       "set_nexthop", "port=3", "dmac=02:00:00:00:00:09", "smac=02:5f:00:01:00:03")
+    assert code == 0, out
+    code, out, _ = run(capsys, "rules", "show", *sw, "ipv4_lpm")
+    assert code == 0
+    assert "10.9.0.0/16" in out and "02:00:00:00:00:09" in out and "set_nexthop(port=3" in out
+    code, out, _ = run(capsys, "rules", "show", *sw, "--json")
+    data = json.loads(out)
+    assert data["RailIngress.ipv4_lpm"][0]["hdr.ipv4.dst_addr"] == "10.9.0.0/16"
+    assert run(capsys, "rules", "delete", *sw, "ipv4_lpm", "dst_addr=10.9.0.0/16")[0] == 0
+    assert "no entries" in run(capsys, "rules", "show", *sw)[1]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["rules", "add", "{sw}", "no_such_table", "x=1", "drop"], "no table named 'no_such_table'"),
+    (["rules", "add", "{sw}", "ipv4_lpm", "bogus=1", "drop"], "has no match field 'bogus'"),
+    (["rules", "add", "{sw}", "ipv4_lpm", "dst_addr=10.0.0.0/8", "fly"], "no action named 'fly'"),
+    (["rules", "add", "{sw}", "ipv4_lpm", "dst_addr=10.0.0.0/8", "set_nexthop", "port=600", "dmac=1", "smac=1"],
+     "does not fit in 9 bits"),
+    (["rules", "add", "{sw}", "ipv4_lpm", "dst_addr=10.0.0.0/8"], "no action given"),
+    (["rules", "show", "no-such-switch", "--topology", "topologies/rail-only-4x4.yaml"], "unknown switch 'no-such-switch'"),
+])
+def test_bad_input_is_a_one_line_error(switch: str, capsys, argv: list[str], message: str) -> None:
+    run(capsys, "pipeline", "load", switch, "--program", "rail_switch")
+    argv = [a.replace("{sw}", switch) for a in argv]
+    code, _, err = run(capsys, *argv)
+    assert code == 1
+    assert message in err
+    assert err.count("\n") == 1
+
+
+def test_mcast_and_counters(switch: str, capsys) -> None:
+    sw = [switch]
+    run(capsys, "pipeline", "load", *sw, "--program", "rail_switch")
+    assert run(capsys, "mcast", "add", *sw, "7", "--ports", "1,2:1")[0] == 0
+    code, out, _ = run(capsys, "mcast", "show", *sw, "--json")
+    (group,) = json.loads(out)
+    assert group["id"] == 7 and set(group["replicas"].split(",")) == {"1:0", "2:1"}
+    code, out, _ = run(capsys, "counters", *sw, "port_rx", "--index", "1", "--json")
+    assert code == 0 and json.loads(out)[0]["packets"] == 0

@@ -1,0 +1,136 @@
+"""Topology loading, validation errors, generators and TotientPerms."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from controller.errors import ConfigError
+from controller.topology import (
+    check_topology,
+    dump_topology,
+    load_topology,
+    parse_topology,
+    rail_fat_tree,
+    rail_only,
+    topoopt,
+)
+from controller.topology.loader import topology_to_dict
+from controller.topology.totient import coin_change_route, diameter, ring_strides, totient_candidates
+
+
+def doc(**changes) -> dict:
+    d = topology_to_dict(rail_only(2, 2))
+    d.update(changes)
+    return d
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    topo = rail_fat_tree(4, 2, spines=2)
+    dump_topology(topo, tmp_path / "t.yaml")
+    again = load_topology(tmp_path / "t.yaml")
+    assert topology_to_dict(again) == topology_to_dict(topo)
+
+
+@pytest.mark.parametrize(("mutate", "key", "problem"), [
+    (lambda d: d.update(colour="red"), "colour", "unknown key"),
+    (lambda d: d["hosts"][1]["nics"][0].update(speed=10), "hosts[1].nics[0].speed", "unknown key"),
+    (lambda d: d["switches"][0].update(device_id="one"), "switches[0].device_id", "expected an integer"),
+    (lambda d: d["switches"][0].update(role="router"), "switches[0].role", "unknown role"),
+    (lambda d: d["links"][0].update(a="s0"), "links[0].a", "expected NODE:PORT"),
+    (lambda d: d["links"][0].update(rate_mbps=-5), "links[0].rate_mbps", "non-negative"),
+    (lambda d: d["hosts"][0].pop("nics"), "hosts[0].nics", "required key is missing"),
+])
+def test_strict_loading_names_file_key_and_value(mutate, key: str, problem: str) -> None:
+    d = doc()
+    mutate(d)
+    with pytest.raises(ConfigError) as info:
+        parse_topology(d, "fabric.yaml")
+    assert info.value.file == "fabric.yaml"
+    assert info.value.key == key
+    assert problem in str(info.value)
+
+
+def _errors(d: dict) -> list[str]:
+    return [str(e) for e in check_topology(parse_topology(d, "f.yaml"), "f.yaml")]
+
+
+def test_check_finds_dangling_links_and_reused_ports() -> None:
+    d = doc()
+    d["links"].append({"a": "s9:eth0", "b": "rail0:7"})
+    d["links"].append({"a": "s0:eth0", "b": "rail0:8"})
+    errors = _errors(d)
+    assert any("links[4].a" in e and "dangling" in e and "'s9:eth0'" in e for e in errors)
+    assert any("links[5].a" in e and "port already used by links[0]" in e for e in errors)
+
+
+def test_check_finds_duplicates() -> None:
+    d = doc()
+    d["hosts"][1]["nics"][0]["ip"] = d["hosts"][0]["nics"][0]["ip"]
+    d["switches"][1]["device_id"] = d["switches"][0]["device_id"]
+    errors = _errors(d)
+    assert any("hosts[1].nics[0].ip" in e and "already used by s0:eth0" in e for e in errors)
+    assert any("switches[1].device_id" in e for e in errors)
+
+
+def test_check_finds_a_rail_wired_to_the_wrong_gpu() -> None:
+    d = doc()
+    d["links"][0]["b"], d["links"][2]["b"] = d["links"][2]["b"], d["links"][0]["b"]
+    errors = _errors(d)
+    assert any("GPU 0 of s0 is wired to rail1" in e for e in errors)
+
+
+def test_rail_only_rejects_a_spine_across_rails() -> None:
+    d = topology_to_dict(rail_fat_tree(2, 2))
+    d["kind"] = "rail-only"
+    assert any("serves no rail" in e for e in _errors(d))
+
+
+def test_generated_fabrics_are_valid() -> None:
+    for topo in (rail_only(4, 4), rail_only(64, 8, radix=16), rail_fat_tree(8, 4, spines=4), topoopt(12, 3)):
+        assert check_topology(topo) == [], topo.name
+
+
+def test_per_rail_clos_switch_counts() -> None:
+    topo = rail_only(64, 8, radix=16)  # 8 leaves of 8 servers per rail, 4 rail-local spines
+    roles = [s.role for s in topo.switches]
+    assert roles.count("leaf") == 64 and roles.count("spine") == 32
+    assert all(s.rail is not None for s in topo.switches)
+
+
+def test_generator_errors_name_the_value() -> None:
+    with pytest.raises(ConfigError, match="servers"):
+        rail_only(0, 4)
+    with pytest.raises(ConfigError, match="power-of-two radix"):
+        rail_only(100, 4, radix=48)
+
+
+@pytest.mark.parametrize("n", [5, 12, 16, 97, 100])
+def test_totient_strides_each_make_one_ring(n: int) -> None:
+    for s in ring_strides(n, 4):
+        assert math.gcd(s, n) == 1
+    assert totient_candidates(n)[0] == 1
+
+
+@pytest.mark.parametrize(("n", "d"), [(16, 2), (64, 4), (128, 8)])
+def test_routes_are_shortest_and_correct(n: int, d: int) -> None:
+    strides = ring_strides(n, d)
+    dia = diameter(n, strides)
+    for dst in range(1, n):
+        route = coin_change_route(n, strides, 0, dst)
+        assert sum(route) % n == dst
+        assert len(route) <= dia
+        assert all(abs(hop) in strides for hop in route)
+
+
+def test_diameter_shrinks_with_degree() -> None:
+    assert diameter(256, ring_strides(256, 8)) < diameter(256, ring_strides(256, 2))
+
+
+def test_topology_files_in_the_repo_are_valid() -> None:
+    for path in sorted(Path(__file__).parents[2].joinpath("topologies").glob("*.yaml")):
+        assert check_topology(load_topology(path), str(path)) == [], path
+        yaml.safe_load(path.read_text())
