@@ -231,7 +231,7 @@ def test_clone_sessions_multicast_and_packet_in(replication: Rig) -> None:
     [got] = c.read(group)
     assert [r.WhichOneof("port_kind") for r in
             got.packet_replication_engine_entry.multicast_group_entry.replicas] == [
-        "egress_port", "port"]
+        "port", "egress_port"]  # PI's order: the rid written last comes first
     frame = _probe(8)
     assert rig.send(6, frame) == []
     pin = c.expect("packet").packet
