@@ -51,8 +51,18 @@ def main(argv: list[str]) -> int:
         for q in ("p50", "p99"):
             rows.append(_row(f"added latency per hop, {q}", "us", py[f"{q}_us"] - base[f"{q}_us"],
                              (bm[f"{q}_us"] - base[f"{q}_us"]) if bm else None, "report"))
+        print("[bench] 16-switch fabric bring-up ...", flush=True)
+        from bench import fabric_bringup
+
+        runs = 1 if args.quick else 3
+        fb_py = fabric_bringup.bring_up("python", runs)
+        fb_bm = fabric_bringup.bring_up("bmv2", runs) if have_bmv2 else None
+        rows.append(_row("16-switch fabric: nothing to rules installed", "s", fb_py["bring_up_s"],
+                         fb_bm["bring_up_s"] if fb_bm else None, "< 4 s"))
+        rows.append(_row("16-switch fabric: teardown", "s", fb_py["teardown_s"],
+                         fb_bm["teardown_s"] if fb_bm else None, "< 2 s"))
     else:
-        print("[bench] process-mode figures skipped: they need root (veth pairs)")
+        print("[bench] process-mode and fabric figures skipped: they need root (veths, Mininet)")
     print("[bench] P4Runtime start-up and writes ...", flush=True)
     su_py = p4runtime_bench.startup("python", 2 if args.quick else 5)
     su_bm = p4runtime_bench.startup("bmv2", 2 if args.quick else 5) if have_bmv2 else None

@@ -88,12 +88,19 @@ class SwitchProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.startup_seconds: float | None = None
         self._log_path: Path | None = None
+        self._t0 = 0.0
 
     @property
     def grpc_address(self) -> str:
         return self.spec.grpc_address
 
     def start(self, *, timeout: float = 10.0) -> SwitchProcess:
+        """Launch and wait until the P4Runtime server accepts connections."""
+        self.launch()
+        return self.wait_ready(timeout=timeout)
+
+    def launch(self) -> SwitchProcess:
+        """Start the process without waiting (start many, then :meth:`wait_ready` each)."""
         cmd = switch_command(self.spec)
         log_dir = self.spec.log_dir
         if log_dir is not None:
@@ -113,7 +120,10 @@ class SwitchProcess:
                 out.close()  # type: ignore[union-attr]
         if self._record is not None:
             self._record.add_pid(self.proc.pid, "--grpc-server-addr " + self.spec.grpc_address)
+        self._t0 = t0
+        return self
 
+    def wait_ready(self, *, timeout: float = 10.0) -> SwitchProcess:
         def alive_and_listening() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
                 raise EmulationError(
@@ -130,7 +140,7 @@ class SwitchProcess:
         except BaseException:
             self.stop()
             raise
-        self.startup_seconds = time.monotonic() - t0
+        self.startup_seconds = time.monotonic() - self._t0
         return self
 
     def _log_tail(self) -> str:

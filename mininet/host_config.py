@@ -1,27 +1,41 @@
-"""Prepare Mininet hosts for traffic through a software P4 switch."""
+"""Prepare Mininet hosts for traffic through a software P4 switch.
+
+Every function returns shell commands rather than running them, so that a host's whole
+configuration goes to its shell in one round trip (:func:`run_batch`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["prepare_host", "set_static_arp"]
+__all__ = ["prepare_host", "prepare_commands", "run_batch", "set_static_arp", "static_arp_commands"]
 
 
-def prepare_host(host) -> None:
-    """Turn off checksum/segmentation offloads and IPv6 noise on every host interface.
+def prepare_commands(intfs: Iterable[str]) -> list[str]:
+    """Turn off checksum/segmentation offloads and IPv6 noise on the given interfaces.
 
     A frame leaving a veth with checksum offload carries no valid TCP/UDP checksum; a
     software switch forwards it as it is and the receiver drops it. IPv6 router and
     neighbour solicitations would only add noise to experiments.
     """
-    host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
-    for intf in host.intfList():
-        if intf.name == "lo":
-            continue
-        host.cmd(f"ethtool -K {intf.name} tx off rx off tso off gso off gro off lro off 2>/dev/null")
+    cmds = ["sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"]
+    cmds += [f"ethtool -K {i} tx off rx off tso off gso off gro off lro off 2>/dev/null" for i in intfs if i != "lo"]
+    return cmds
+
+
+def static_arp_commands(entries: Iterable[tuple[str, str, str]]) -> list[str]:
+    """Permanent neighbours: (ip, mac, interface) for each entry."""
+    return [f"ip neigh replace {ip} lladdr {mac} dev {intf} nud permanent" for ip, mac, intf in entries]
+
+
+def run_batch(host, cmds: list[str]) -> str:
+    """Run commands in the host's shell in one round trip; ``;`` keeps going after a failure."""
+    return host.cmd("; ".join(cmds)) if cmds else ""
+
+
+def prepare_host(host) -> None:
+    run_batch(host, prepare_commands(i.name for i in host.intfList()))
 
 
 def set_static_arp(host, entries: Iterable[tuple[str, str, str]]) -> None:
-    """Install permanent neighbours: (ip, mac, interface) for each entry."""
-    for ip, mac, intf in entries:
-        host.cmd(f"ip neigh replace {ip} lladdr {mac} dev {intf} nud permanent")
+    run_batch(host, static_arp_commands(entries))

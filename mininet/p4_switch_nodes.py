@@ -23,13 +23,14 @@ class P4TargetSwitch(Switch):
     """A Mininet switch backed by ``mlfabric-switch`` or ``simple_switch_grpc``.
 
     Extra parameters: ``target`` (python|bmv2), ``device_id``, ``grpc_address``,
-    ``cpu_port``, ``record`` (a NetRecord the process is registered in), ``log_dir``.
+    ``cpu_port``, ``record`` (a NetRecord the process is registered in), ``log_dir``,
+    ``defer_ready``.
     """
 
     def __init__(self, name: str, *, target: str = "python", device_id: int = 1,
                  grpc_address: str = "127.0.0.1:9559", cpu_port: int | None = CPU_PORT,
                  record: NetRecord | None = None, log_dir: Path | None = None,
-                 start_timeout: float = 15.0, **params) -> None:
+                 start_timeout: float = 15.0, defer_ready: bool = False, **params) -> None:
         super().__init__(name, **params)
         self.target = target
         self.device_id = device_id
@@ -38,6 +39,9 @@ class P4TargetSwitch(Switch):
         self.record = record
         self.log_dir = log_dir
         self.start_timeout = start_timeout
+        #: when set, start() only launches the process; call wait_ready() later, so that
+        #: a fabric's switches start in parallel
+        self.defer_ready = defer_ready
         self.process: SwitchProcess | None = None
 
     def port_map(self) -> dict[int, str]:
@@ -50,7 +54,14 @@ class P4TargetSwitch(Switch):
         if self.record is not None:
             for iface in spec.ports.values():
                 self.record.add_link(iface)
-        self.process = SwitchProcess(spec, self.record).start(timeout=self.start_timeout)
+        self.process = SwitchProcess(spec, self.record).launch()
+        if not self.defer_ready:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Block until the switch answers on its P4Runtime port (see ``defer_ready``)."""
+        assert self.process is not None, f"{self.name} was not started"
+        self.process.wait_ready(timeout=self.start_timeout)
         log.info("%s: %s target up in %.2f s", self.name, self.target, self.process.startup_seconds or 0)
 
     def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's signature

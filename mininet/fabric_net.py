@@ -1,0 +1,217 @@
+"""Build a Mininet network from a topology file, with P4 switches and rules installed.
+
+:class:`EmulatedFabric` is a context manager: entering it creates one Mininet host per
+server (one interface per NIC, addresses and MACs from the topology), one switch process
+per switch (Python target or BMv2, started in parallel), links shaped with htb to their
+rates, then loads every pipeline and installs the compiled rules; leaving it tears all of
+it down, also after an error. While it runs, the topology with the switches' gRPC
+addresses is published for the CLI (``mlfabric rules show rail0`` works against it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from pathlib import Path
+from types import TracebackType
+
+
+from mininet.log import setLogLevel
+from mininet.net import Mininet
+
+from controller.cli.switch_args import current_fabric_path
+from controller.errors import EmulationError
+from controller.install import InstallOptions, install_fabric
+from controller.netstate import NetRecord
+from controller.readiness import free_tcp_port
+from controller.topology import dump_topology, require_valid
+from controller.topology.generators import switch_mac
+from controller.topology.model import Topology
+from host_config import prepare_commands, run_batch, static_arp_commands
+from p4_switch_nodes import P4TargetSwitch
+from shaped_link import ShapedLink
+
+__all__ = ["EmulatedFabric", "FabricTimings"]
+
+log = logging.getLogger(__name__)
+
+#: policy-routing tables for "traffic from NIC r leaves through NIC r" are 100 + r
+RAIL_TABLE_BASE = 100
+
+
+@dataclasses.dataclass(slots=True)
+class FabricTimings:
+    build_s: float = 0.0
+    switches_s: float = 0.0
+    hosts_s: float = 0.0
+    rules_s: float = 0.0
+    teardown_s: float = 0.0
+
+    @property
+    def bring_up_s(self) -> float:
+        return self.build_s + self.switches_s + self.hosts_s + self.rules_s
+
+
+def _intf_name(host: str, nic: str) -> str:
+    return f"{host}-{nic}"
+
+
+class EmulatedFabric:
+    """A running emulation of ``topo`` (see the module docstring)."""
+
+    def __init__(self, topo: Topology, *, target: str = "python", shape: bool = True,
+                 source_routing: bool = False, log_dir: Path | None = None, publish: bool = True,
+                 install: bool = True) -> None:
+        self.topo = require_valid(topo, topo.name)
+        self.target = target
+        self.shape = shape
+        #: make traffic sourced from NIC r's address leave through NIC r (the fat-tree's
+        #: direct cross-rail path); without it the kernel picks the NIC by destination
+        self.source_routing = source_routing
+        self.log_dir = log_dir
+        self.publish = publish
+        self.install = install
+        self.timings = FabricTimings()
+        self.net: Mininet | None = None
+        self.live: Topology | None = None
+        self._record: NetRecord | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> EmulatedFabric:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+    def start(self) -> EmulatedFabric:
+        setLogLevel("warning")
+        self._record = NetRecord(f"fabric-{self.topo.name}").__enter__()
+        t0 = time.monotonic()
+        net = Mininet(controller=None, build=False, autoSetMacs=False, autoStaticArp=False, link=ShapedLink)
+        self.net = net
+        grpc = {s.name: s.grpc or f"127.0.0.1:{free_tcp_port()}" for s in self.topo.switches}
+        for h in self.topo.hosts:
+            net.addHost(h.name, ip=None)
+        for s in self.topo.switches:
+            net.addSwitch(s.name, cls=P4TargetSwitch, target=self.target, device_id=s.device_id,
+                          grpc_address=grpc[s.name], record=self._record, log_dir=self.log_dir,
+                          defer_ready=True)
+        for lk in self.topo.links:
+            kwargs: dict[str, object] = {}
+            ends = []
+            for ep in (lk.a, lk.b):
+                if self.topo.is_switch(ep.node):
+                    ends.append((ep.node, {"port": int(ep.port)}))
+                else:
+                    ends.append((ep.node, {"intfName": _intf_name(ep.node, str(ep.port))}))
+            (n1, o1), (n2, o2) = ends
+            if "port" in o1:
+                kwargs["port1"] = o1["port"]
+            else:
+                kwargs["intfName1"] = o1["intfName"]
+            if "port" in o2:
+                kwargs["port2"] = o2["port"]
+            else:
+                kwargs["intfName2"] = o2["intfName"]
+            if self.shape and lk.rate_mbps:
+                kwargs["bw"] = lk.rate_mbps
+            net.addLink(n1, n2, **kwargs)
+        net.build()
+        self.timings.build_s = time.monotonic() - t0
+
+        t0 = time.monotonic()
+        for sw in net.switches:
+            sw.start([])
+        for sw in net.switches:
+            sw.wait_ready()
+        self.timings.switches_s = time.monotonic() - t0
+
+        t0 = time.monotonic()
+        self._configure_hosts()
+        self.timings.hosts_s = time.monotonic() - t0
+
+        self.live = dataclasses.replace(
+            self.topo, switches=tuple(dataclasses.replace(s, grpc=grpc[s.name]) for s in self.topo.switches))
+        if self.publish:
+            dump_topology(self.live, current_fabric_path())
+        if self.install:
+            t0 = time.monotonic()
+            reports = install_fabric(self.live, options=InstallOptions())
+            failed = [r for r in reports if r.error]
+            if failed:
+                raise EmulationError("rule installation failed: " + "; ".join(f"{r.switch}: {r.error}" for r in failed))
+            self.timings.rules_s = time.monotonic() - t0
+        return self
+
+    def _configure_hosts(self) -> None:
+        assert self.net is not None
+        topo = self.topo
+        by_rail: dict[int | None, list[tuple[str, str, str]]] = {}
+        for h in topo.hosts:
+            for nic in h.nics:
+                by_rail.setdefault(nic.rail, []).append((h.name, nic.address, nic.mac))
+        for h in topo.hosts:
+            node = self.net.get(h.name)
+            cmds = []
+            arp = []
+            for nic in h.nics:
+                intf = _intf_name(h.name, nic.name)
+                cmds += [f"ip link set {intf} address {nic.mac}", f"ip addr flush dev {intf}",
+                         f"ip addr add {nic.ip} dev {intf}", f"ip link set {intf} up"]
+                arp += [(ip, mac, intf) for other, ip, mac in by_rail.get(nic.rail, []) if other != h.name]
+            cmds += prepare_commands(_intf_name(h.name, n.name) for n in h.nics)
+            cmds += static_arp_commands(arp)
+            if self.source_routing:
+                cmds += self._rail_source_routes(h)
+            run_batch(node, cmds)
+
+    def _rail_source_routes(self, host) -> list[str]:
+        """Traffic sourced from NIC r leaves through NIC r, via the switch on its link."""
+        topo = self.topo
+        cmds = []
+        for nic in host.nics:
+            if nic.rail is None:
+                continue
+            intf = _intf_name(host.name, nic.name)
+            (link,) = [lk for lk in topo.links_of(host.name) if str(lk.end(host.name).port) == nic.name]
+            peer = link.other(host.name)
+            gw_mac = switch_mac(topo.switch(peer.node).device_id, int(peer.port))
+            table = RAIL_TABLE_BASE + nic.rail
+            gw = f"10.{nic.rail}.255.254"
+            cmds += [f"ip neigh replace {gw} lladdr {gw_mac} dev {intf} nud permanent",
+                     f"ip route replace default via {gw} dev {intf} onlink table {table}",
+                     f"ip rule add from {nic.address} table {table} priority {1000 + nic.rail}"]
+        return cmds
+
+    def stop(self) -> None:
+        t0 = time.monotonic()
+        if self.net is not None:
+            try:
+                self.net.stop()
+            finally:
+                self.net = None
+        if self.publish and self.live is not None:
+            current_fabric_path().unlink(missing_ok=True)
+        if self._record is not None:
+            self._record.cleanup()
+            self._record = None
+        self.timings.teardown_s = time.monotonic() - t0
+
+    # -- access ----------------------------------------------------------------------------
+
+    def host(self, name: str):
+        if self.net is None:
+            raise EmulationError("the fabric is not running")
+        return self.net.get(name)
+
+    def switch_process(self, name: str):
+        if self.net is None:
+            raise EmulationError("the fabric is not running")
+        return self.net.get(name).process
