@@ -7,19 +7,25 @@ PYTEST_ARGS ?=
 TARGET ?= $(or $(MLFABRIC_TARGET),python)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run run-smoke test test-unit test-target test-emulation p4 bench lint typecheck doctor clean-net clean
+.PHONY: help setup run run-smoke run-rail-only model-rail-only test test-unit test-target test-emulation p4 bench lint typecheck doctor clean-net clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "  variables: TARGET=python|bmv2 (switch target for tests), PYTEST_ARGS=..."
+	@echo "  variables: TARGET=python|bmv2 (switch target), PYTEST_ARGS=..., EXPERIMENT_ARGS=..."
 
 setup: ## install Debian packages, the virtual environment and Python dependencies (idempotent)
 	@tools/bootstrap.sh
 
-run: setup ## the main job: the Mininet smoke run (pipeline, rules, a packet between two hosts)
-	@$(MLFABRIC) smoke
+run: run-rail-only ## the main job: the rail-only experiment (alias of run-rail-only)
 
-run-smoke: run ## alias of run
+run-rail-only: setup ## rail-only vs fat-tree in Mininet: collectives, table, plot, CSV in results/
+	@$(MLFABRIC) experiment run rail-only --target $(TARGET) $(EXPERIMENT_ARGS)
+
+model-rail-only: setup ## the analytical cost/power and iteration-time model: tables and plots in results/
+	@$(MLFABRIC) experiment model rail-only
+
+run-smoke: setup ## the Mininet smoke run: pipeline, rules and a ping between two hosts
+	@$(MLFABRIC) smoke --target $(TARGET)
 
 test: setup ## run every test tier this machine can run; prints why a tier is skipped
 	@MLFABRIC_TARGET=$(TARGET) $(PY) -m pytest $(PYTEST_ARGS)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from controller.errors import MlfabricError
 from controller.p4build import pipeline_files
 from controller.p4runtime.client import P4ClientError, P4RuntimeClient
-from controller.p4runtime.entities import decode_rule, encode_rule, update
+from controller.p4runtime.entities import decode_rule
 from controller.p4runtime.reconcile import RuleDiff, diff_rules, sync_updates
 from controller.p4runtime.schema import P4Schema, load_p4info
 from controller.progress import MultiProgress
@@ -67,26 +67,24 @@ def _install_one(sw: Switch, rules: SwitchRules, addresses: Mapping[str, str] | 
                  opts: InstallOptions, progress: MultiProgress | None) -> SwitchReport:
     t0 = time.monotonic()
     schema, device_config = _schema(sw.program)
-    updates = [update("insert", encode_rule(schema, r)) for r in rules.rules]
+    n = len(rules.rules)
     if progress:
-        progress.set_total(sw.name, len(updates))
+        progress.set_total(sw.name, n)
     with _connect(sw, addresses, opts) as client:
         if not client.is_primary:
             raise MlfabricError(f"switch {sw.name}: another controller is primary (election id {client.primary_election_id})")
         if opts.load_pipeline:
             client.set_pipeline(schema.p4info, device_config)
-        for start in range(0, len(updates), opts.batch_size):
-            chunk = updates[start : start + opts.batch_size]
-            try:
-                client.write_checked(chunk, batch_size=opts.batch_size, atomic=opts.atomic)
-            except P4ClientError as err:
-                state = "rolled back" if err.rolled_back else f"{start + len(err.in_effect)} of {len(updates)} in effect"
-                first = err.errors[0] if err.errors else None
-                msg = f"{err.code}: update #{start + first.index}: {first.message}" if first else str(err)
-                return SwitchReport(sw.name, start + len(err.in_effect), time.monotonic() - t0, f"{msg} ({state})")
-            if progress:
-                progress.advance(sw.name, len(chunk))
-    return SwitchReport(sw.name, len(updates), time.monotonic() - t0)
+        try:
+            client.write_rules(schema, "insert", rules.rules, batch_size=opts.batch_size, atomic=opts.atomic,
+                               progress=(lambda k: progress.advance(sw.name, k)) if progress else None)
+        except P4ClientError as err:
+            state = "rolled back" if err.rolled_back else f"{len(err.in_effect)} of {n} in effect"
+            first = err.errors[0] if err.errors else None
+            msg = f"{err.code}: update #{first.index}: {first.message}" if first else str(err)
+            return SwitchReport(sw.name, 0 if err.rolled_back else len(err.in_effect), time.monotonic() - t0,
+                                f"{msg} ({state})")
+    return SwitchReport(sw.name, n, time.monotonic() - t0)
 
 
 def _run_all(topo: Topology, work: Callable[[Switch], SwitchReport], opts: InstallOptions,

@@ -11,6 +11,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from controller.errors import MlfabricError
 from pybmv2.errors import TargetError
@@ -66,6 +67,29 @@ def _smoke(args: argparse.Namespace) -> int:
     return run_emulation_module("smoke_run", ["--target", args.target])
 
 
+def _experiment(args: argparse.Namespace) -> int:
+    from controller.emulation import run_emulation_module
+
+    modules = {"rail-only": "rail_experiment"}
+    return run_emulation_module(modules[args.name], args.rest)
+
+
+def _model(args: argparse.Namespace) -> int:
+    from controller.experiments.results import new_results_dir
+    from controller.models.report import write_report
+
+    out = args.out or new_results_dir("rail-only-model")
+    out.mkdir(parents=True, exist_ok=True)
+    paths = write_report(out)
+    for name, path in paths.items():
+        print(f"{name}: {path}")
+    table = paths.get("cost_table")
+    if table is not None and Path(table).suffix == ".txt":
+        print()
+        print(Path(table).read_text())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mlfabric",
@@ -103,6 +127,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--target", choices=("python", "bmv2"), default="python")
     p.set_defaults(func=_smoke)
+
+    e = sub.add_parser("experiment", help="run an emulated experiment or its analytical model")
+    esub = e.add_subparsers(dest="experiment_command", metavar="ACTION", required=True)
+    er = esub.add_parser(
+        "run", help="run an experiment in Mininet (root); options after the name go to it",
+        epilog="examples: mlfabric experiment run rail-only\n"
+               "          mlfabric experiment run rail-only --gpus 32 --rails 8 --iterations 5\n"
+               "          mlfabric experiment run rail-only -- --help",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    er.add_argument("name", choices=("rail-only",))
+    er.add_argument("rest", nargs=argparse.REMAINDER, help="the experiment's own options")
+    er.set_defaults(func=_experiment)
+    em = esub.add_parser("model", help="the analytical cost/power and iteration-time model, tables and plots",
+                         epilog="example: mlfabric experiment model rail-only --out results/model")
+    em.add_argument("name", choices=("rail-only",))
+    em.add_argument("--out", type=Path, default=None)
+    em.set_defaults(func=_model)
 
     from controller.cli import device_cmds, rules_cmds, topology_cmds
 

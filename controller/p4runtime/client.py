@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -19,7 +19,10 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from controller.errors import MlfabricError, ReadinessTimeout
+from controller.p4runtime.entities import TableRule
 from controller.p4runtime.reconcile import inverse
+from controller.p4runtime.schema import P4Schema
+from controller.p4runtime.wire import encode_rule_updates, encode_write_request
 
 __all__ = ["P4ClientError", "P4RuntimeClient", "UpdateError", "WriteResult"]
 
@@ -281,6 +284,51 @@ class P4RuntimeClient:
             raise P4ClientError("Write", first_error.code, f"{len(failures)} of {len(updates)} updates failed", failures)
         return WriteResult(len(updates), batches)
 
+    def write_rules(self, schema: P4Schema, kind: str, rules: Sequence[TableRule], *,
+                    batch_size: int | None = None, atomic: bool = False,
+                    progress: Callable[[int], None] | None = None) -> WriteResult:
+        """Write table rules, encoded straight to wire bytes (the fast path for installs).
+
+        Errors are reported as :meth:`write_checked` reports them: the failed batch's
+        updates are decoded again to read back what is in effect and, with ``atomic``,
+        to roll it back. Batches after a failed one are not sent.
+        """
+        size = batch_size or self.batch_size
+        encoded = encode_rule_updates(schema, kind, rules)
+        method = self._raw_write()
+        before = self._table_entries({schema.table(r.table).id for r in rules}) if atomic and rules else {}
+        batches = 0
+        for start in range(0, len(encoded), size):
+            chunk = encoded[start : start + size]
+            request = encode_write_request(self.device_id, self.election_id, chunk, self.role)
+            batches += 1
+            try:
+                method(request, timeout=self.timeout)
+            except grpc.RpcError as exc:
+                err = _wrap("Write", exc, offset=start)
+                if not err.errors:
+                    raise err from None
+                # Atomic: the whole call is one transaction, so earlier batches are undone too.
+                base = 0 if atomic else start
+                scope = [p4runtime_pb2.Update.FromString(u) for u in encoded[base : start + len(chunk)]]
+                local = P4ClientError("Write", err.code, "", [
+                    UpdateError(e.index - base, e.code, e.message) for e in err.errors])
+                self._explain(local, scope, before, atomic=atomic, batch_size=size)
+                err.in_effect = ([] if atomic else list(range(start))) + [base + i for i in local.in_effect]
+                err.rolled_back = local.rolled_back
+                raise err from None
+            if progress is not None:
+                progress(len(chunk))
+        return WriteResult(len(encoded), batches)
+
+    def _raw_write(self) -> Callable[..., p4runtime_pb2.WriteResponse]:
+        if self._channel is None:
+            raise MlfabricError(f"client for {self.address} is not connected")
+        return self._channel.unary_unary(
+            "/p4.v1.P4Runtime/Write", request_serializer=None,
+            response_deserializer=p4runtime_pb2.WriteResponse.FromString,
+        )
+
     def write_checked(self, updates: Sequence[p4runtime_pb2.Update], *, batch_size: int | None = None,
                       atomic: bool = False) -> WriteResult:
         """:meth:`write`, and when it fails, explain exactly what is left on the switch.
@@ -295,14 +343,18 @@ class P4RuntimeClient:
         except P4ClientError as err:
             if not err.errors:
                 raise
-            failed = {e.index for e in err.errors}
-            err.in_effect = self._in_effect(updates, failed)
-            if atomic and err.in_effect:
-                undo = [inverse(updates[i], before.get(_entry_key(updates[i].entity.table_entry)))
-                        for i in reversed(err.in_effect)]
-                self.write([u for u in undo if u is not None], batch_size=batch_size)
-                err.rolled_back = not self._in_effect(updates, failed)
+            self._explain(err, updates, before, atomic=atomic, batch_size=batch_size)
             raise
+
+    def _explain(self, err: P4ClientError, updates: Sequence[p4runtime_pb2.Update],
+                 before: dict[bytes, p4runtime_pb2.Entity], *, atomic: bool, batch_size: int | None) -> None:
+        failed = {e.index for e in err.errors}
+        err.in_effect = self._in_effect(updates, failed)
+        if atomic and err.in_effect:
+            undo = [inverse(updates[i], before.get(_entry_key(updates[i].entity.table_entry)))
+                    for i in reversed(err.in_effect)]
+            self.write([u for u in undo if u is not None], batch_size=batch_size)
+            err.rolled_back = not self._in_effect(updates, failed)
 
     def _table_entries(self, table_ids: set[int]) -> dict[bytes, p4runtime_pb2.Entity]:
         ents = []

@@ -1,0 +1,1 @@
+"""Experiments: configuration, aggregation and results of each emulated experiment."""

@@ -1,0 +1,174 @@
+"""The rail-only experiment's pure side: configuration, checks, aggregation, the cost of the
+emulated fabrics, and the model cross-check. The Mininet runner (``mininet/rail_experiment.py``)
+produces the per-iteration rows; :mod:`controller.experiments.results` writes them out.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from controller.errors import ConfigError
+from controller.models.collectives import (
+    alltoall_direct_time,
+    alltoall_hierarchical_time,
+    hierarchical_allreduce_time,
+    ring_allreduce_time,
+)
+from controller.models.cost import ComponentCosts
+from controller.topology import check_topology, rail_fat_tree, rail_only
+from controller.topology.model import Topology
+
+__all__ = [
+    "FABRICS",
+    "OPS",
+    "ExperimentConfig",
+    "emulated_bill",
+    "fabrics_for",
+    "model_times",
+    "summarize",
+]
+
+FABRICS = ("rail-only", "fat-tree")
+#: collective ops per fabric: the direct all-to-all needs a path between rails
+OPS = {
+    "rail-only": ("allreduce", "hier_allreduce", "hier_alltoall"),
+    "fat-tree": ("allreduce", "hier_allreduce", "alltoall", "hier_alltoall"),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExperimentConfig:
+    """What one run of ``mlfabric experiment run rail-only`` emulates."""
+
+    gpus: int = 16
+    rails: int = 4
+    rate_mbps: float = 20.0
+    #: intra-server ("NVLink") bandwidth as a multiple of the NIC rate, per GPU
+    nvlink_factor: float = 8.0
+    spines: int = 2
+    iterations: int = 3
+    allreduce_bytes: int = 1 << 20
+    alltoall_bytes: int = 1 << 20
+    compute_s: float = 0.05
+    target: str = "python"
+    timeout_s: float = 120.0
+    #: kill this rail's switch before the last iteration (reliability run)
+    fail_rail: int | None = None
+
+    @property
+    def servers(self) -> int:
+        return self.gpus // self.rails
+
+    @property
+    def nic_bytes_per_s(self) -> float:
+        return self.rate_mbps * 1e6 / 8
+
+    @property
+    def nvlink_bytes_per_s(self) -> float:
+        return self.nic_bytes_per_s * self.nvlink_factor
+
+    def validate(self) -> ExperimentConfig:
+        """Reject bad input before anything starts (names the value)."""
+        def bad(key: str, value: object, problem: str) -> ConfigError:
+            return ConfigError("<experiment>", key, value, problem)
+
+        if self.rails < 1:
+            raise bad("rails", self.rails, "need at least one rail")
+        if self.gpus < 2 * self.rails or self.gpus % self.rails:
+            raise bad("gpus", self.gpus, f"must be a multiple of the rail count {self.rails} with at least two servers")
+        if self.rate_mbps <= 0 or self.nvlink_factor < 1:
+            raise bad("rate_mbps/nvlink_factor", (self.rate_mbps, self.nvlink_factor), "must be > 0 and >= 1")
+        if self.iterations < 1:
+            raise bad("iterations", self.iterations, "need at least one iteration")
+        for key in ("allreduce_bytes", "alltoall_bytes"):
+            value = getattr(self, key)
+            if value < 4 * self.gpus or value % (4 * self.gpus):
+                raise bad(key, value, f"must be a positive multiple of 4 x {self.gpus} GPUs (float32 chunks)")
+        if self.fail_rail is not None and not 0 <= self.fail_rail < self.rails:
+            raise bad("fail_rail", self.fail_rail, f"rails are 0..{self.rails - 1}")
+        if self.target not in ("python", "bmv2"):
+            raise bad("target", self.target, "python or bmv2")
+        return self
+
+
+def fabrics_for(cfg: ExperimentConfig, rail_only_topology: Topology | None = None) -> dict[str, Topology]:
+    """The two fabrics with the same servers and GPUs; a given rail-only topology is checked."""
+    if rail_only_topology is not None:
+        topo = rail_only_topology
+        if topo.kind != "rail-only":
+            raise ConfigError(topo.name, "kind", topo.kind, "the rail-only experiment needs a rail-only topology")
+        errors = check_topology(topo, topo.name)
+        if errors:
+            raise errors[0]
+        if topo.rails != cfg.rails or len(topo.hosts) != cfg.servers:
+            raise ConfigError(topo.name, "params", dict(topo.params),
+                              f"expected {cfg.servers} servers of {cfg.rails} GPUs (from --gpus {cfg.gpus} --rails {cfg.rails})")
+    else:
+        topo = rail_only(cfg.servers, cfg.rails, rate_mbps=cfg.rate_mbps)
+    ft = rail_fat_tree(cfg.servers, cfg.rails, spines=cfg.spines, rate_mbps=cfg.rate_mbps)
+    return {"rail-only": topo, "fat-tree": ft}
+
+
+def emulated_bill(topo: Topology, prices: ComponentCosts) -> dict[str, float]:
+    """Switches, links and ports of an emulated fabric, priced with the cost model's components."""
+    switch_links = sum(1 for lk in topo.links if topo.is_switch(lk.a.node) and topo.is_switch(lk.b.node))
+    host_links = len(topo.links) - switch_links
+    ports = 2 * switch_links + host_links
+    per_switch_ports = max((len(topo.switch_ports(s.name)) for s in topo.switches), default=0)
+    switches = len(topo.switches)
+    xcvr_sw = host_links + 2 * switch_links
+    cost = (switches * prices.switch_unit_price(max(per_switch_ports, 1))
+            + xcvr_sw * prices.switch_transceiver_price_usd + host_links * prices.nic_transceiver_price_usd
+            + (host_links + switch_links) * prices.cable_price_usd)
+    power = (switches * prices.switch_unit_power(max(per_switch_ports, 1))
+             + xcvr_sw * prices.switch_transceiver_power_w + host_links * prices.nic_transceiver_power_w
+             + (host_links + switch_links) * prices.cable_power_w)
+    return {"switches": switches, "links": len(topo.links), "switch_links": switch_links,
+            "ports": ports, "cost_usd": cost, "power_w": power}
+
+
+def model_times(cfg: ExperimentConfig) -> dict[str, float]:
+    """The analytical model's completion time of each collective at the emulated bandwidths."""
+    n, g = cfg.gpus, cfg.rails
+    nic, nv = cfg.nic_bytes_per_s, cfg.nvlink_bytes_per_s
+    return {
+        "allreduce": ring_allreduce_time(cfg.allreduce_bytes, n, nic),
+        "hier_allreduce": hierarchical_allreduce_time(cfg.allreduce_bytes, g, cfg.servers, nv, nic),
+        "alltoall": alltoall_direct_time(cfg.alltoall_bytes, n, g, nv, nic),
+        "hier_alltoall": alltoall_hierarchical_time(cfg.alltoall_bytes, n, g, nv, nic),
+    }
+
+
+def summarize(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Median completion time per (fabric, op) over the successful iterations.
+
+    >>> summarize([{"fabric": "f", "op": "allreduce", "iter": i, "ok": True, "seconds": s}
+    ...            for i, s in enumerate([1.0, 3.0, 2.0])])
+    [{'fabric': 'f', 'op': 'allreduce', 'median_s': 2.0, 'min_s': 1.0, 'max_s': 3.0, 'ok': 3, 'failed': 0}]
+    """
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["fabric"], r["op"]), []).append(r)
+    out = []
+    for (fabric, op), rs in groups.items():
+        times = [r["seconds"] for r in rs if r["ok"]]
+        out.append({"fabric": fabric, "op": op,
+                    "median_s": statistics.median(times) if times else float("nan"),
+                    "min_s": min(times) if times else float("nan"),
+                    "max_s": max(times) if times else float("nan"),
+                    "ok": len(times), "failed": len(rs) - len(times)})
+    return out
+
+
+def comparison(summary: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """rail-only / fat-tree ratios: allreduce (same algorithm) and all-to-all (each fabric's best)."""
+    t = {(s["fabric"], s["op"]): s["median_s"] for s in summary}
+    out: dict[str, float] = {}
+    if ("rail-only", "allreduce") in t and ("fat-tree", "allreduce") in t:
+        out["allreduce_ratio"] = t[("rail-only", "allreduce")] / t[("fat-tree", "allreduce")]
+    if ("rail-only", "hier_alltoall") in t and ("fat-tree", "alltoall") in t:
+        out["alltoall_ratio"] = t[("rail-only", "hier_alltoall")] / t[("fat-tree", "alltoall")]
+    return out
