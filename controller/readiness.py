@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import socket
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 from controller.errors import ReadinessTimeout
 

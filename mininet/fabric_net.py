@@ -16,9 +16,11 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-
+from host_config import prepare_commands, run_batch, static_arp_commands
 from mininet.log import setLogLevel
 from mininet.net import Mininet
+from p4_switch_nodes import P4TargetSwitch
+from shaped_link import ShapedLink
 
 from controller.cli.switch_args import current_fabric_path
 from controller.errors import EmulationError
@@ -28,9 +30,6 @@ from controller.readiness import free_tcp_port
 from controller.topology import dump_topology, require_valid
 from controller.topology.generators import switch_mac
 from controller.topology.model import Topology
-from host_config import prepare_commands, run_batch, static_arp_commands
-from p4_switch_nodes import P4TargetSwitch
-from shaped_link import ShapedLink
 
 __all__ = ["EmulatedFabric", "FabricTimings"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["prepare_host", "prepare_commands", "run_batch", "set_static_arp", "static_arp_commands"]
+__all__ = ["prepare_commands", "prepare_host", "run_batch", "set_static_arp", "static_arp_commands"]
 
 
 def prepare_commands(intfs: Iterable[str]) -> list[str]:

@@ -47,7 +47,7 @@ class P4TargetSwitch(Switch):
     def port_map(self) -> dict[int, str]:
         return {port: intf.name for port, intf in self.intfs.items() if intf.name != "lo"}
 
-    def start(self, controllers) -> None:  # noqa: ARG002 - P4 switches have no OpenFlow controller
+    def start(self, controllers) -> None:
         spec = SwitchSpec(name=self.name, target=self.target, ports=self.port_map(),
                           device_id=self.device_id, grpc_address=self.grpc_address,
                           cpu_port=self.cpu_port, log_dir=self.log_dir)
@@ -64,7 +64,7 @@ class P4TargetSwitch(Switch):
         self.process.wait_ready(timeout=self.start_timeout)
         log.info("%s: %s target up in %.2f s", self.name, self.target, self.process.startup_seconds or 0)
 
-    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's signature
+    def stop(self, deleteIntfs: bool = True) -> None:
         if self.process is not None:
             self.process.stop()
             self.process = None

@@ -25,7 +25,7 @@ def htb_r2q(rate_mbps: float) -> int:
 
 
 class ShapedIntf(TCIntf):
-    def bwCmds(self, bw=None, **kwargs):  # noqa: N802 - Mininet's name
+    def bwCmds(self, bw=None, **kwargs):
         cmds, parent = super().bwCmds(bw=bw, **kwargs)
         if bw:
             r2q = htb_r2q(float(bw))

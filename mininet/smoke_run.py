@@ -13,8 +13,10 @@ import re
 import sys
 import time
 
+from host_config import prepare_host, set_static_arp
 from mininet.log import setLogLevel
 from mininet.net import Mininet
+from p4_switch_nodes import P4TargetSwitch
 
 from controller.netstate import NetRecord
 from controller.p4build import pipeline_files
@@ -23,8 +25,6 @@ from controller.p4runtime.entities import TableRule, encode_rule, parse_match, u
 from controller.p4runtime.schema import P4Schema, load_p4info
 from controller.p4runtime.values import parse_int
 from controller.readiness import free_tcp_port
-from host_config import prepare_host, set_static_arp
-from p4_switch_nodes import P4TargetSwitch
 
 log = logging.getLogger("mlfabric.smoke")
 

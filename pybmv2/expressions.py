@@ -140,7 +140,7 @@ def compile_header_ref(layout: PhvLayout, operand: dict[str, Any]) -> HeaderRef:
     raise UnsupportedJsonError(f"header reference {operand} is not supported")
 
 
-def _binary(op: str, left: Eval, right: Eval) -> Eval:  # noqa: C901 - a dispatch table
+def _binary(op: str, left: Eval, right: Eval) -> Eval:
     if op == "+":
         return lambda s: left(s) + right(s)
     if op == "-":
@@ -190,7 +190,7 @@ def _two_comp_mod(value: Eval, width: int) -> Eval:
     return conv
 
 
-def compile_expression(layout: PhvLayout, expr: dict[str, Any]) -> Eval:  # noqa: C901
+def compile_expression(layout: PhvLayout, expr: dict[str, Any]) -> Eval:
     """Compile an expression tree (the ``value`` of an ``expression`` operand)."""
     if "op" not in expr:
         # A bare operand where an expression was expected.

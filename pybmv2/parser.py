@@ -13,7 +13,7 @@ from typing import Any
 
 from pybmv2.errors import JsonFormatError, UnsupportedJsonError
 from pybmv2.expressions import compile_operand, field_writer, parse_hexstr
-from pybmv2.layout import HeaderLayout, PhvLayout
+from pybmv2.layout import HeaderLayout
 from pybmv2.primitives import Externs, compile_primitive
 from pybmv2.state import PacketState
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from pybmv2.errors import EntryExistsError, EntryNotFoundError, InvalidEntryError
 
-__all__ = ["CloneSession", "ReplicationEngine", "Replica"]
+__all__ = ["CloneSession", "Replica", "ReplicationEngine"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,7 +79,7 @@ def _std_slot(ext: Externs, name: str) -> int | None:
     return None
 
 
-def compile_primitive(ext: Externs, prim: dict[str, Any]) -> Primitive:  # noqa: C901
+def compile_primitive(ext: Externs, prim: dict[str, Any]) -> Primitive:
     op = prim.get("op")
     params: list[dict[str, Any]] = prim.get("parameters", [])
     layout = ext.layout

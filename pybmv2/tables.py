@@ -218,7 +218,7 @@ class MatchTable:
         elif self.mode == "lpm":
             pos = self._lpm_pos
             value, plen = entry.key[pos]
-            lk = tuple(entry.key[:pos]) + (value,) + tuple(entry.key[pos + 1 :])
+            lk = (*tuple(entry.key[:pos]), value, *tuple(entry.key[pos + 1:]))
             bucket = self._lpm.get(plen)
             if bucket is None:
                 bucket = self._lpm[plen] = {}
@@ -235,7 +235,7 @@ class MatchTable:
         elif self.mode == "lpm":
             pos = self._lpm_pos
             value, plen = entry.key[pos]
-            lk = tuple(entry.key[:pos]) + (value,) + tuple(entry.key[pos + 1 :])
+            lk = (*tuple(entry.key[:pos]), value, *tuple(entry.key[pos + 1:]))
             bucket = self._lpm[plen]
             del bucket[lk]
             if not bucket:
@@ -302,7 +302,7 @@ class MatchTable:
             value = key[pos]
             for plen in self._lpm_lengths:
                 masked = value & (full ^ _full(width - plen))
-                lk = key[:pos] + (masked,) + key[pos + 1 :]
+                lk = (*key[:pos], masked, *key[pos + 1:])
                 hit = self._lpm[plen].get(lk)
                 if hit is not None:
                     return hit

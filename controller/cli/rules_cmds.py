@@ -9,7 +9,14 @@ from controller.cli.output import emit, format_table
 from controller.cli.switch_args import add_switch_arguments, connect, remote_schema
 from controller.errors import MlfabricError
 from controller.install import InstallOptions, diff_fabric, install_fabric, sync_fabric
-from controller.p4runtime.entities import TableRule, decode_rule, encode_rule, format_rule, parse_match, update
+from controller.p4runtime.entities import (
+    TableRule,
+    decode_rule,
+    encode_rule,
+    format_rule,
+    parse_match,
+    update,
+)
 from controller.p4runtime.schema import P4Schema
 from controller.p4runtime.values import parse_int
 from controller.progress import MultiProgress

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Union
 
 from p4.v1 import p4runtime_pb2
 
@@ -62,7 +61,7 @@ class Optional:
     value: int
 
 
-MatchValue = Union[Exact, Lpm, Ternary, Range, Optional]
+MatchValue = Exact | Lpm | Ternary | Range | Optional
 
 
 @dataclass(frozen=True, slots=True)

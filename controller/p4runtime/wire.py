@@ -14,7 +14,7 @@ from controller.p4runtime.entities import Exact, Lpm, Optional, Range, TableRule
 from controller.p4runtime.schema import P4Schema, SchemaError
 from controller.p4runtime.values import BadValue, encode_int
 
-__all__ = ["UPDATE_TYPES", "encode_write_request", "encode_rule_updates"]
+__all__ = ["UPDATE_TYPES", "encode_rule_updates", "encode_write_request"]
 
 UPDATE_TYPES = {"insert": 1, "modify": 2, "delete": 3}
 

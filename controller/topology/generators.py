@@ -56,11 +56,11 @@ def host_address(rail: int, server: int, block: int = 1) -> str:
 
 
 def switch_mac(device_id: int, port: int) -> str:
-    return "02:5f:{:02x}:{:02x}:{:02x}:{:02x}".format(device_id >> 8 & 255, device_id & 255, port >> 8 & 255, port & 255)
+    return f"02:5f:{device_id >> 8 & 255:02x}:{device_id & 255:02x}:{port >> 8 & 255:02x}:{port & 255:02x}"
 
 
 def _nic_mac(rail: int, server: int) -> str:
-    return "02:00:00:{:02x}:{:02x}:{:02x}".format(rail & 255, server >> 8 & 255, server & 255)
+    return f"02:00:00:{rail & 255:02x}:{server >> 8 & 255:02x}:{server & 255:02x}"
 
 
 def _check_sizes(servers: int, gpus: int) -> None:

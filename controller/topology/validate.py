@@ -21,7 +21,7 @@ MAX_PORT = 509
 _MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 
 
-def check_topology(topo: Topology, file: str = "<topology>") -> list[ConfigError]:  # noqa: C901
+def check_topology(topo: Topology, file: str = "<topology>") -> list[ConfigError]:
     errors: list[ConfigError] = []
 
     def err(key: str, value: object, problem: str) -> None:

@@ -18,6 +18,7 @@ live in :mod:`pybmv2.runtime.packetio` and :mod:`pybmv2.runtime.pre_codec`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -27,10 +28,13 @@ from p4.v1 import p4runtime_pb2
 from pybmv2.externs import MeterRates
 from pybmv2.runtime.errors import P4RuntimeError
 from pybmv2.runtime.p4info import P4Ids, P4InfoIndex, TableBinding, TableInfo
+from pybmv2.runtime.values import ActionValue, MatchValue, action_from_proto, match_from_proto
 from pybmv2.tables import ActionCall
 
 __all__ = [
     "MAX_PRIORITY",
+    "action_call",
+    "check_table_action",
     "decode_action",
     "decode_bytestring",
     "decode_match_key",
@@ -41,7 +45,9 @@ __all__ = [
     "encode_match_key",
     "encode_meter_config",
     "invalid",
+    "key_from_values",
     "merge_counter_data",
+    "merge_counts",
     "validate_table_action",
 ]
 
@@ -97,23 +103,26 @@ def encode_bytestring(value: int, bitwidth: int | None = None) -> bytes:
 
 # -- match keys -------------------------------------------------------------------------
 
+_EXPECTED_KIND = {MatchType.EXACT: "exact", MatchType.LPM: "lpm",
+                  MatchType.TERNARY: "ternary", MatchType.RANGE: "range",
+                  MatchType.OPTIONAL: "optional"}
 
-def _decode_field(tb: TableBinding, pos: int, fm: p4runtime_pb2.FieldMatch) -> Any:
+
+def _decode_field(tb: TableBinding, pos: int, fm: MatchValue) -> Any:
     mf = tb.info.match_fields[pos]
     width = mf.bitwidth
-    which = fm.WhichOneof("field_match_type")
-    expected = {MatchType.EXACT: "exact", MatchType.LPM: "lpm", MatchType.TERNARY: "ternary",
-                MatchType.RANGE: "range", MatchType.OPTIONAL: "optional"}[mf.match_type]
+    _, which, first, second = fm
+    expected = _EXPECTED_KIND[mf.match_type]
     if which != expected:
         raise invalid(f"Invalid match type for field {mf.name!r}: expected {expected}, got "
                       f"{which}")
     kind = tb.target_kinds[pos] if tb.target_kinds else expected
     if which == "exact":
-        value = decode_bytestring(fm.exact.value, width, mf.name)
+        value = decode_bytestring(first, width, mf.name)
         return (1 if value else 0) if kind == "valid" else value
     if which == "lpm":
-        value = decode_bytestring(fm.lpm.value, width, mf.name)
-        plen = fm.lpm.prefix_len
+        value = decode_bytestring(first, width, mf.name)
+        plen = second
         if plen < 0:
             raise invalid("Prefix length cannot be < 0")
         if plen > width:
@@ -125,8 +134,8 @@ def _decode_field(tb: TableBinding, pos: int, fm: p4runtime_pb2.FieldMatch) -> A
             raise invalid("Invalid LPM value, incorrect number of trailing zeros")
         return (value, plen)
     if which == "ternary":
-        value = decode_bytestring(fm.ternary.value, width, mf.name)
-        mask = decode_bytestring(fm.ternary.mask, width, f"{mf.name} mask")
+        value = decode_bytestring(first, width, mf.name)
+        mask = decode_bytestring(second, width, f"{mf.name} mask")
         if mask == 0:
             raise invalid("Invalid representation of 'don't care' ternary match, omit match "
                           "field instead of using 0 mask")
@@ -134,15 +143,15 @@ def _decode_field(tb: TableBinding, pos: int, fm: p4runtime_pb2.FieldMatch) -> A
             raise invalid("Invalid ternary value, make sure value & mask == value")
         return (value, mask)
     if which == "range":
-        low = decode_bytestring(fm.range.low, width, f"{mf.name} low")
-        high = decode_bytestring(fm.range.high, width, f"{mf.name} high")
+        low = decode_bytestring(first, width, f"{mf.name} low")
+        high = decode_bytestring(second, width, f"{mf.name} high")
         if low == 0 and high == _full(width):
             raise invalid("Invalid representation of 'don't care' range match, omit match "
                           "field instead of using low=0 and high=2**bitwidth-1")
         if low > high:
             raise invalid("Invalid range value, make sure low <= high")
         return (low, high)
-    value = decode_bytestring(fm.optional.value, width, mf.name)
+    value = decode_bytestring(first, width, mf.name)
     return (value, _full(width))
 
 
@@ -155,35 +164,42 @@ def _wildcard(info: TableInfo, pos: int) -> Any:
     raise invalid(f"Missing non-ternary field in match key: {mf.name!r}")
 
 
-def decode_match_key(tb: TableBinding, entry: p4runtime_pb2.TableEntry) -> tuple[tuple, int]:
+def key_from_values(tb: TableBinding, matches: Sequence[MatchValue],
+                    priority: int) -> tuple[tuple, int]:
     """PI's ``construct_match_key`` for a non-default entry: (key tuple, priority)."""
     info = tb.info
-    if len(entry.match) > len(info.match_fields):
+    fields = info.match_fields
+    if len(matches) > len(fields):
         raise invalid("Too many fields in match key")
-    given: dict[int, p4runtime_pb2.FieldMatch] = {}
-    for fm in entry.match:
-        mf = info.field_by_id(fm.field_id)
+    given: dict[int, MatchValue] = {}
+    for fm in matches:
+        mf = info.field_by_id(fm[0])
         if mf is None:
-            raise invalid(f"Unknown field in match key: id {fm.field_id}")
+            raise invalid(f"Unknown field in match key: id {fm[0]}")
         if mf.position in given:
             raise invalid(f"Duplicate field in match key: {mf.name!r}")
         given[mf.position] = fm
     key = tuple(
         _decode_field(tb, pos, given[pos]) if pos in given else _wildcard(info, pos)
-        for pos in range(len(info.match_fields))
+        for pos in range(len(fields))
     )
     need_priority = info.requires_priority
-    if not need_priority and entry.priority > 0:
+    if not need_priority and priority > 0:
         raise invalid("Non-zero priority for non-ternary match")
-    if need_priority and entry.priority == 0:
+    if need_priority and priority == 0:
         raise invalid("Zero priority for ternary match")
-    if entry.priority < 0:
-        raise invalid(f"Negative priority {entry.priority}")
-    if entry.priority > MAX_PRIORITY:
+    if priority < 0:
+        raise invalid(f"Negative priority {priority}")
+    if priority > MAX_PRIORITY:
         raise P4RuntimeError(grpc.StatusCode.UNKNOWN,
                              f"Error when adding match entry to target: priority "
-                             f"{entry.priority} exceeds {MAX_PRIORITY}")
-    return key, entry.priority if need_priority else 0
+                             f"{priority} exceeds {MAX_PRIORITY}")
+    return key, priority if need_priority else 0
+
+
+def decode_match_key(tb: TableBinding, entry: p4runtime_pb2.TableEntry) -> tuple[tuple, int]:
+    """:func:`key_from_values` of a protobuf TableEntry."""
+    return key_from_values(tb, [match_from_proto(fm) for fm in entry.match], entry.priority)
 
 
 def encode_match_key(tb: TableBinding, key: tuple, priority: int,
@@ -223,53 +239,69 @@ def encode_match_key(tb: TableBinding, key: tuple, priority: int,
 # -- actions ----------------------------------------------------------------------------
 
 
-def validate_table_action(index: P4InfoIndex, info: TableInfo,
-                          entry: p4runtime_pb2.TableEntry) -> None:
-    """PI's ``validate_action``: default-action constness, action type and scope."""
-    if entry.is_default_action and info.const_default_action_id:
+def check_table_action(index: P4InfoIndex, info: TableInfo, is_default: bool,
+                       action_kind: str | None, action_id: int) -> None:
+    """PI's ``validate_action``: default-action constness, action type and scope.
+
+    ``action_kind`` is None without an ``action``, else the set TableAction member.
+    """
+    if is_default and info.const_default_action_id:
         raise P4RuntimeError(
             grpc.StatusCode.PERMISSION_DENIED,
             f"Cannot set / reset default action for table {info.id} which has a const "
             "default action")
-    if not entry.HasField("action"):
+    if action_kind is None:
         return
-    if entry.action.WhichOneof("type") != "action":
+    if action_kind != "action":
         raise invalid(f"Cannot provide indirect action for direct table {info.id}")
-    action_id = entry.action.action.action_id
     if not index.is_valid_id(action_id, P4Ids.ACTION):
         raise invalid("Invalid P4 id")
     scope = info.action_scopes.get(action_id)
     if scope is None:
         raise invalid("Invalid action for table")
-    if scope == Scope.TABLE_ONLY and entry.is_default_action:
+    if scope == Scope.TABLE_ONLY and is_default:
         raise P4RuntimeError(grpc.StatusCode.PERMISSION_DENIED,
                              "Cannot use TABLE_ONLY action as default action")
-    if scope == Scope.DEFAULT_ONLY and not entry.is_default_action:
+    if scope == Scope.DEFAULT_ONLY and not is_default:
         raise P4RuntimeError(grpc.StatusCode.PERMISSION_DENIED,
                              "Cannot use DEFAULT_ONLY action in table entry")
 
 
-def decode_action(index: P4InfoIndex, tb: TableBinding,
-                  action: p4runtime_pb2.Action) -> ActionCall:
-    """PI's ``construct_action_data``: the target ActionCall of a P4Runtime Action."""
-    info = index.actions.get(action.action_id)
+def validate_table_action(index: P4InfoIndex, info: TableInfo,
+                          entry: p4runtime_pb2.TableEntry) -> None:
+    """:func:`check_table_action` of a protobuf TableEntry."""
+    kind = (entry.action.WhichOneof("type") or "") if entry.HasField("action") else None
+    check_table_action(index, info, entry.is_default_action, kind,
+                       entry.action.action.action_id)
+
+
+def action_call(index: P4InfoIndex, tb: TableBinding, action: ActionValue) -> ActionCall:
+    """PI's ``construct_action_data``: the target ActionCall of a P4Runtime action."""
+    action_id, params = action
+    info = index.actions.get(action_id)
     if info is None:
         raise invalid("Invalid P4 id")
-    if len(action.params) != len(info.params):
+    if len(params) != len(info.params):
         raise invalid("Unexpected number of action parameters")
     args: list[int | None] = [None] * len(info.params)
-    for p in action.params:
-        pos = info.param_position(p.param_id)
+    for param_id, value in params:
+        pos = info.param_position(param_id)
         if pos is None:
             raise invalid("Unknown action parameter")
         if args[pos] is not None:
             raise invalid(f"Duplicate action parameter {info.params[pos].name!r}")
-        args[pos] = decode_bytestring(p.value, info.params[pos].bitwidth,
+        args[pos] = decode_bytestring(value, info.params[pos].bitwidth,
                                       f"{info.name}.{info.params[pos].name}")
-    target_id = tb.to_target_action.get(action.action_id)
+    target_id = tb.to_target_action.get(action_id)
     if target_id is None:
         raise invalid("Invalid action for table")
     return ActionCall(target_id, tuple(a or 0 for a in args))
+
+
+def decode_action(index: P4InfoIndex, tb: TableBinding,
+                  action: p4runtime_pb2.Action) -> ActionCall:
+    """:func:`action_call` of a protobuf Action."""
+    return action_call(index, tb, action_from_proto(action))
 
 
 def encode_action(index: P4InfoIndex, tb: TableBinding, call: ActionCall,
@@ -294,18 +326,25 @@ def encode_counter_data(packets: int, nbytes: int, data: p4runtime_pb2.CounterDa
     data.byte_count = nbytes
 
 
-def merge_counter_data(unit: int, data: p4runtime_pb2.CounterData,
-                       current: tuple[int, int]) -> tuple[int, int]:
-    """(packets, bytes) to write: the fields of the counter's unit, the others kept (PI)."""
+def merge_counts(unit: int, counts: tuple[int, int],
+                 current: tuple[int, int]) -> tuple[int, int]:
+    """(packets, bytes) to write from new ``counts``: those of the counter's unit, the
+    others kept (PI)."""
     Unit = p4info_pb2.CounterSpec.Unit
     packets, nbytes = current
     if unit in (Unit.PACKETS, Unit.BOTH):
-        packets = data.packet_count
+        packets = counts[0]
     if unit in (Unit.BYTES, Unit.BOTH):
-        nbytes = data.byte_count
+        nbytes = counts[1]
     if unit == Unit.UNSPECIFIED:
-        packets, nbytes = data.packet_count, data.byte_count
+        packets, nbytes = counts
     return packets, nbytes
+
+
+def merge_counter_data(unit: int, data: p4runtime_pb2.CounterData,
+                       current: tuple[int, int]) -> tuple[int, int]:
+    """:func:`merge_counts` of a protobuf CounterData."""
+    return merge_counts(unit, (data.packet_count, data.byte_count), current)
 
 
 def decode_meter_config(config: p4runtime_pb2.MeterConfig | None) -> MeterRates | None:

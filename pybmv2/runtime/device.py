@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 import grpc
 from google.rpc import status_pb2
@@ -23,6 +24,7 @@ from pybmv2.runtime import extern_ops, table_ops
 from pybmv2.runtime.errors import P4RuntimeError, batch_status, from_target_error
 from pybmv2.runtime.packetio import packet_in_message, packet_out_frame
 from pybmv2.runtime.pipeline import Pipeline, build_pipeline, invalid_id
+from pybmv2.runtime.values import EntryValue, entry_from_proto
 from pybmv2.switch import DigestSample, V1Switch
 
 __all__ = ["DeviceManager", "Frames"]
@@ -32,12 +34,17 @@ log = logging.getLogger(__name__)
 Frames = list[tuple[int, bytes]]
 SetAction = p4runtime_pb2.SetForwardingPipelineConfigRequest
 GetType = p4runtime_pb2.GetForwardingPipelineConfigRequest
+U = TypeVar("U")
 #: how often digest timeouts are checked while some digest has one
 TICK_SECONDS = 0.01
 
 
 def _unimplemented(message: str) -> P4RuntimeError:
     return P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED, message)
+
+
+def _write_table_update(p: Pipeline, update: tuple[int, EntryValue]) -> None:
+    table_ops.write_table_entry(p, update[0], update[1])
 
 
 def no_pipeline() -> P4RuntimeError:
@@ -163,20 +170,35 @@ class DeviceManager:
 
     def write(self, request: p4runtime_pb2.WriteRequest) -> status_pb2.Status:
         """Apply a batch; per-update results as PI (UNKNOWN + one p4.v1.Error each)."""
+        return self._write_batch(request.atomicity, request.updates, self._write_one)
+
+    def write_table_updates(self, atomicity: int,
+                            updates: Sequence[tuple[int, EntryValue]]) -> status_pb2.Status:
+        """:meth:`write` for a batch of table-entry updates already in plain-value form.
+
+        ``updates`` holds ``(Update.type, entry)`` pairs, e.g. from
+        :func:`pybmv2.runtime.wire.decode_write_request`; results are those :meth:`write`
+        gives for the same request.
+        """
+        return self._write_batch(atomicity, updates, _write_table_update)
+
+    def _write_batch(self, atomicity: int, updates: Iterable[U],
+                     apply: Callable[[Pipeline, U], None]) -> status_pb2.Status:
         results: list[P4RuntimeError | None] = []
+        append = results.append
         with self.switch.lock:
             p = self.require_pipeline()
-            if request.atomicity != p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR:
+            if atomicity != p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR:
                 raise _unimplemented(
                     "Support for atomic write modes has not been implemented yet")
-            for update in request.updates:
+            for update in updates:
                 try:
-                    self._write_one(p, update)
-                    results.append(None)
+                    apply(p, update)
+                    append(None)
                 except P4RuntimeError as exc:
-                    results.append(exc)
+                    append(exc)
                 except TargetError as exc:
-                    results.append(from_target_error(exc))
+                    append(from_target_error(exc))
         for i, r in enumerate(results):
             if r is not None:
                 log.debug("device %d: update %d failed: %s", self.device_id, i, r)
@@ -187,7 +209,7 @@ class DeviceManager:
         which = entity.WhichOneof("entity")
         kind = update.type
         if which == "table_entry":
-            table_ops.write_table_entry(p, kind, entity.table_entry)
+            table_ops.write_table_entry(p, kind, entry_from_proto(entity.table_entry))
         elif which == "counter_entry":
             extern_ops.write_counter(p, kind, entity.counter_entry)
         elif which == "direct_counter_entry":

@@ -51,6 +51,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from pybmv2.runtime.device import DeviceManager, Frames
+from pybmv2.runtime.raw_write import RawWriteHandler
 from pybmv2.runtime.service import API_VERSION, P4RuntimeServicer
 from pybmv2.switch import V1Switch
 
@@ -76,6 +77,9 @@ class ServerOptions:
     #: seconds given to in-flight RPCs by stop()
     grace_seconds: float = 1.0
     max_message_bytes: int = MAX_MESSAGE_BYTES
+    #: decode table-entry Writes straight from the wire (:mod:`pybmv2.runtime.wire`);
+    #: off, every Write is parsed by protobuf. Results are the same either way.
+    write_fast_path: bool = True
 
 
 class P4RuntimeServer:
@@ -114,6 +118,8 @@ class P4RuntimeServer:
                 ("grpc.max_send_message_length", n),
             ],
         )
+        if self.options.write_fast_path:  # must come first: it takes over Write
+            server.add_generic_rpc_handlers((RawWriteHandler(self.servicer.write_serialized),))
         p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(self.servicer, server)
         try:
             port = server.add_insecure_port(self.requested_address)

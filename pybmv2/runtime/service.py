@@ -22,18 +22,20 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import count
 from typing import NoReturn
 
 import grpc
-from google.rpc import code_pb2
+from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from pybmv2.errors import TargetError
 from pybmv2.runtime.arbitration import Arbitration, election_id_of
 from pybmv2.runtime.device import DeviceManager
 from pybmv2.runtime.errors import ERROR_SPACE, P4RuntimeError, from_target_error
+from pybmv2.runtime.raw_write import parse_write_request
+from pybmv2.runtime.wire import decode_write_request
 
 __all__ = ["API_VERSION", "Connection", "P4RuntimeServicer"]
 
@@ -85,6 +87,9 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         self._counts_lock = threading.Lock()
         self.packet_in_count = 0
         self.packet_out_count = 0
+        #: Writes decoded by the wire fast path / parsed by protobuf (write_serialized)
+        self.write_fast_count = 0
+        self.write_fallback_count = 0
         device.on_stream_message = self.send_to_primaries
 
     # -- helpers ----------------------------------------------------------------------
@@ -95,17 +100,15 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                                  f"Unknown device id {device_id}: this server serves "
                                  f"device {self.device.device_id}")
 
-    def _check_writer(self, request: p4runtime_pb2.WriteRequest
-                      | p4runtime_pb2.SetForwardingPipelineConfigRequest) -> None:
-        self._check_device(request.device_id)
-        role = request.role
-        n = self.arbitration.count(request.device_id, role)
+    def _check_writer(self, device_id: int, role: str, election_id: int | None) -> None:
+        """The checks of a Write or SetForwardingPipelineConfig request's sender."""
+        self._check_device(device_id)
+        n = self.arbitration.count(device_id, role)
         if role and n == 0:
             raise P4RuntimeError(grpc.StatusCode.NOT_FOUND, f"Unknown role {role!r}")
-        election_id = election_id_of(request)
         if n == 0 and election_id is not None:
             raise P4RuntimeError(grpc.StatusCode.PERMISSION_DENIED, "Not primary")
-        if n > 0 and not self.arbitration.is_primary_id(request.device_id, role, election_id):
+        if n > 0 and not self.arbitration.is_primary_id(device_id, role, election_id):
             raise P4RuntimeError(grpc.StatusCode.PERMISSION_DENIED, "Not primary")
 
     @staticmethod
@@ -133,9 +136,36 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def Write(self, request: p4runtime_pb2.WriteRequest,
               context: grpc.ServicerContext) -> p4runtime_pb2.WriteResponse:
+        return self._write(context, request.device_id, request.role, election_id_of(request),
+                           lambda: self.device.write(request))
+
+    def write_serialized(self, data: bytes,
+                         context: grpc.ServicerContext) -> p4runtime_pb2.WriteResponse:
+        """Write from the request's wire bytes (see :mod:`pybmv2.runtime.raw_write`).
+
+        A request of table-entry updates is decoded by :mod:`pybmv2.runtime.wire` and
+        applied from plain values; any other is parsed by protobuf and goes to
+        :meth:`Write`. Both give the same responses and the same switch state.
+        """
+        batch = decode_write_request(data)
+        with self._counts_lock:
+            if batch is None:
+                self.write_fallback_count += 1
+            else:
+                self.write_fast_count += 1
+        if batch is None:
+            return self.Write(parse_write_request(data, context), context)
+        return self._write(context, batch.device_id, batch.role, batch.election_id,
+                           lambda: self.device.write_table_updates(batch.atomicity,
+                                                                   batch.updates))
+
+    def _write(self, context: grpc.ServicerContext, device_id: int, role: str,
+               election_id: int | None, apply: Callable[[], status_pb2.Status]
+               ) -> p4runtime_pb2.WriteResponse:
+        """Check the sender, apply the batch, report failed updates as PI does."""
         try:
-            self._check_writer(request)
-            status = self.device.write(request)
+            self._check_writer(device_id, role, election_id)
+            status = apply()
         except P4RuntimeError as exc:
             self._abort(context, exc)
         if status.code != code_pb2.OK:
@@ -164,7 +194,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         context: grpc.ServicerContext,
     ) -> p4runtime_pb2.SetForwardingPipelineConfigResponse:
         try:
-            self._check_writer(request)
+            self._check_writer(request.device_id, request.role, election_id_of(request))
             self.device.set_pipeline(request.action, request.config)
         except P4RuntimeError as exc:
             log.warning("SetForwardingPipelineConfig failed: %s", exc)

@@ -15,19 +15,22 @@ from p4.v1 import p4runtime_pb2
 
 from pybmv2.errors import EntryNotFoundError, TargetError
 from pybmv2.runtime.codec import (
-    decode_action,
+    action_call,
+    check_table_action,
     decode_match_key,
     encode_action,
     encode_counter_data,
     encode_match_key,
     invalid,
+    key_from_values,
     merge_counter_data,
-    validate_table_action,
+    merge_counts,
 )
 from pybmv2.runtime.errors import P4RuntimeError, from_target_error
 from pybmv2.runtime.p4info import P4Ids, TableBinding
 from pybmv2.runtime.pipeline import Pipeline, invalid_id
-from pybmv2.tables import MatchTable, TableEntry
+from pybmv2.runtime.values import EntryValue
+from pybmv2.tables import ActionCall, MatchTable, TableEntry
 
 __all__ = ["read_direct_counters", "read_table_entries", "write_direct_counter",
            "write_table_entry"]
@@ -50,15 +53,14 @@ def _counter_unit(p: Pipeline, tb: TableBinding) -> int:
     return p.index.direct_counters[tb.info.direct_counter_id].unit
 
 
-def _check_direct_resources(p: Pipeline, tb: TableBinding,
-                            msg: p4runtime_pb2.TableEntry) -> None:
-    if msg.HasField("meter_config") or msg.HasField("meter_counter_data"):
+def _check_direct_resources(tb: TableBinding, msg: EntryValue) -> None:
+    if msg.has_meter:
         raise invalid("Table has no direct meters")
-    if msg.HasField("counter_data") and not tb.info.direct_counter_id:
+    if msg.counter_data is not None and not tb.info.direct_counter_id:
         raise invalid("Table has no direct counters")
 
 
-def _check_ttl(tb: TableBinding, msg: p4runtime_pb2.TableEntry) -> None:
+def _check_ttl(tb: TableBinding, msg: EntryValue) -> None:
     if msg.idle_timeout_ns < 0:
         raise invalid("idle_timeout_ns must be a positive value")
     if msg.idle_timeout_ns > 0:
@@ -69,17 +71,30 @@ def _check_ttl(tb: TableBinding, msg: p4runtime_pb2.TableEntry) -> None:
                              "idle timeout is not supported by this target")
 
 
-def _check_default_key(msg: p4runtime_pb2.TableEntry) -> None:
-    if len(msg.match):
+def _check_default_key(n_matches: int, priority: int) -> None:
+    if n_matches:
         raise invalid("Non-empty key for default entry")
-    if msg.priority != 0:
+    if priority != 0:
         raise invalid("Non-zero priority for default entry")
 
 
-def write_table_entry(p: Pipeline, update_type: int, msg: p4runtime_pb2.TableEntry) -> None:
+def _check_action(p: Pipeline, tb: TableBinding, msg: EntryValue) -> None:
+    check_table_action(p.index, tb.info, msg.is_default_action, msg.action_kind,
+                       msg.action[0] if msg.action is not None else 0)
+
+
+def _call(p: Pipeline, tb: TableBinding, msg: EntryValue) -> ActionCall | None:
+    """The entry's direct action (None without one); call after :func:`_check_action`."""
+    if msg.action_kind is None:
+        return None
+    assert msg.action is not None
+    return action_call(p.index, tb, msg.action)
+
+
+def write_table_entry(p: Pipeline, update_type: int, msg: EntryValue) -> None:
     """Apply one TableEntry update; raise P4RuntimeError on failure."""
     tb, table = p.table(msg.table_id)
-    if msg.HasField("time_since_last_hit"):
+    if msg.has_time_since_last_hit:
         raise invalid("has_time_since_last_hit must not be set in WriteRequest")
     if msg.is_const:
         raise invalid("is_const must be false in a WriteRequest")
@@ -98,42 +113,41 @@ def write_table_entry(p: Pipeline, update_type: int, msg: p4runtime_pb2.TableEnt
         raise from_target_error(exc) from exc
 
 
-def _insert(p: Pipeline, tb: TableBinding, table: MatchTable,
-            msg: p4runtime_pb2.TableEntry) -> None:
+def _insert(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -> None:
     if msg.is_default_action:
         raise invalid("Cannot use INSERT for default entry")
-    if not msg.HasField("action"):
+    if msg.action_kind is None:
         raise invalid("'action' field must be set")
     if tb.info.is_const_table:
         raise _denied(f"table {tb.info.name!r} is const: its entries cannot be inserted")
     if not tb.info.match_fields:
         raise invalid(f"table {tb.info.name!r} is keyless: only its default entry exists")
-    key, priority = decode_match_key(tb, msg)
-    validate_table_action(p.index, tb.info, msg)
-    call = decode_action(p.index, tb, msg.action.action)
-    _check_direct_resources(p, tb, msg)
+    key, priority = key_from_values(tb, msg.matches, msg.priority)
+    _check_action(p, tb, msg)
+    call = _call(p, tb, msg)
+    assert call is not None
+    _check_direct_resources(tb, msg)
     _check_ttl(tb, msg)
     if _find(table, key, priority) is not None:
         raise P4RuntimeError(grpc.StatusCode.ALREADY_EXISTS,
                              "Match entry exists, use MODIFY if you wish to change action")
     entry = TableEntry(key, call, priority, metadata=msg.controller_metadata)
     if msg.metadata:
-        entry.extra["metadata"] = bytes(msg.metadata)
+        entry.extra["metadata"] = msg.metadata
     table.insert(entry)
-    if msg.HasField("counter_data"):
-        entry.packets, entry.bytes = merge_counter_data(
+    if msg.counter_data is not None:
+        entry.packets, entry.bytes = merge_counts(
             _counter_unit(p, tb), msg.counter_data, (0, 0))
 
 
-def _modify(p: Pipeline, tb: TableBinding, table: MatchTable,
-            msg: p4runtime_pb2.TableEntry) -> None:
+def _modify(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -> None:
     if msg.is_default_action:
         _modify_default(p, tb, table, msg)
         return
-    key, priority = decode_match_key(tb, msg)
-    validate_table_action(p.index, tb.info, msg)
-    call = decode_action(p.index, tb, msg.action.action) if msg.HasField("action") else None
-    _check_direct_resources(p, tb, msg)
+    key, priority = key_from_values(tb, msg.matches, msg.priority)
+    _check_action(p, tb, msg)
+    call = _call(p, tb, msg)
+    _check_direct_resources(tb, msg)
     _check_ttl(tb, msg)
     entry = _find(table, key, priority)
     if call is None and not (entry is not None and entry.is_const):
@@ -146,23 +160,22 @@ def _modify(p: Pipeline, tb: TableBinding, table: MatchTable,
     elif call is not None:
         table.modify(key, priority, call)
         entry.metadata = msg.controller_metadata
-        entry.extra["metadata"] = bytes(msg.metadata)
-    if msg.HasField("counter_data"):
-        entry.packets, entry.bytes = merge_counter_data(
+        entry.extra["metadata"] = msg.metadata
+    if msg.counter_data is not None:
+        entry.packets, entry.bytes = merge_counts(
             _counter_unit(p, tb), msg.counter_data, (entry.packets, entry.bytes))
 
 
-def _modify_default(p: Pipeline, tb: TableBinding, table: MatchTable,
-                    msg: p4runtime_pb2.TableEntry) -> None:
-    _check_default_key(msg)
-    validate_table_action(p.index, tb.info, msg)
+def _modify_default(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -> None:
+    _check_default_key(len(msg.matches), msg.priority)
+    _check_action(p, tb, msg)
     if table.default_entry_is_const:
         raise _denied(f"Cannot set / reset default action for table {tb.info.id} which has "
                       "a const default action")
-    call = decode_action(p.index, tb, msg.action.action) if msg.HasField("action") else None
-    _check_direct_resources(p, tb, msg)
+    call = _call(p, tb, msg)
+    _check_direct_resources(tb, msg)
     _check_ttl(tb, msg)
-    if msg.HasField("counter_data"):
+    if msg.counter_data is not None:
         raise P4RuntimeError(grpc.StatusCode.UNKNOWN,
                              "Error when modifying match entry in target: bmv2 does not "
                              "support direct counters for default entries")
@@ -171,15 +184,15 @@ def _modify_default(p: Pipeline, tb: TableBinding, table: MatchTable,
         p.default_metadata.pop(tb.info.id, None)
     else:
         table.set_default(call)
-        p.default_metadata[tb.info.id] = (msg.controller_metadata, bytes(msg.metadata))
+        p.default_metadata[tb.info.id] = (msg.controller_metadata, msg.metadata)
 
 
-def _delete(tb: TableBinding, table: MatchTable, msg: p4runtime_pb2.TableEntry) -> None:
+def _delete(tb: TableBinding, table: MatchTable, msg: EntryValue) -> None:
     if msg.is_default_action:
         raise invalid("Cannot use DELETE for default entry")
     if tb.info.is_const_table:
         raise _denied(f"table {tb.info.name!r} is const: its entries cannot be deleted")
-    key, priority = decode_match_key(tb, msg)
+    key, priority = key_from_values(tb, msg.matches, msg.priority)
     entry = _find(table, key, priority)
     if entry is None:
         raise P4RuntimeError(grpc.StatusCode.NOT_FOUND, "Cannot find match entry")
@@ -281,7 +294,7 @@ def _direct_counter_table(p: Pipeline, msg: p4runtime_pb2.DirectCounterEntry,
 def _entry_for_counter(tb: TableBinding, table: MatchTable,
                        requested: p4runtime_pb2.TableEntry, what: str) -> TableEntry:
     if requested.is_default_action:
-        _check_default_key(requested)
+        _check_default_key(len(requested.match), requested.priority)
         raise P4RuntimeError(grpc.StatusCode.UNKNOWN,
                              f"Error when {what} counter from target: bmv2 does not support "
                              "direct counters for default entries")

@@ -11,8 +11,8 @@ import queue
 from pathlib import Path
 
 import pytest
-
 from conformance_cases import PROGRAMS, Program
+
 from controller.p4build import PROGRAM_DIRS, pipeline_files
 from controller.p4runtime.entities import (
     TableRule,

@@ -58,10 +58,10 @@ def test_restart_then_sync_restores_the_switch(target_name: str) -> None:
 
 
 def test_sync_removes_extra_and_fixes_changed_entries(target_name: str) -> None:
+    from controller.p4build import pipeline_files
     from controller.p4runtime.client import P4RuntimeClient
     from controller.p4runtime.entities import Lpm, TableRule, encode_rule, update
     from controller.p4runtime.schema import P4Schema
-    from controller.p4build import pipeline_files
 
     topo = rail_only(2, 1)
     schema = P4Schema.from_file(pipeline_files("rail_switch").p4info)

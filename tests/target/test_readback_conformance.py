@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from conformance_cases import MATCHING, REPLICATION
 from google.protobuf import json_format
 from p4.v1 import p4runtime_pb2
+from test_conformance import install
 
-from conformance_cases import MATCHING, REPLICATION
 from controller.p4build import PROGRAM_DIRS, pipeline_files
 from packettest import open_target
-from test_conformance import install
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -38,9 +38,9 @@ def _random_frames(rng: random.Random, n: int):
 
 @pytest.mark.parametrize("name", PROJECT_PROGRAMS)
 def test_random_frames_never_crash_the_switch(name: str) -> None:
-    from pybmv2.runtime.server import P4RuntimeServer
     from controller.p4runtime.client import P4RuntimeClient
     from controller.p4runtime.schema import P4Schema, load_p4info
+    from pybmv2.runtime.server import P4RuntimeServer
 
     art = pipeline_files(name)
     switch = V1Switch(None, cpu_port=510)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -41,7 +42,7 @@ def test_rate_paces_departures() -> None:
         assert done.wait(5)
     finally:
         q.stop()
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert min(gaps) > 0.015, gaps
 
 

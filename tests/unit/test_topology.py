@@ -19,7 +19,12 @@ from controller.topology import (
     topoopt,
 )
 from controller.topology.loader import topology_to_dict
-from controller.topology.totient import coin_change_route, diameter, ring_strides, totient_candidates
+from controller.topology.totient import (
+    coin_change_route,
+    diameter,
+    ring_strides,
+    totient_candidates,
+)
 
 
 def doc(**changes) -> dict:

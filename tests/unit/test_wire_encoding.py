@@ -8,7 +8,16 @@ import pytest
 from p4.v1 import p4runtime_pb2
 
 from controller.p4build import PROGRAM_DIRS, pipeline_files
-from controller.p4runtime.entities import Exact, Lpm, Optional, Range, TableRule, Ternary, encode_rule, update
+from controller.p4runtime.entities import (
+    Exact,
+    Lpm,
+    Optional,
+    Range,
+    TableRule,
+    Ternary,
+    encode_rule,
+    update,
+)
 from controller.p4runtime.schema import P4Schema
 from controller.p4runtime.wire import encode_rule_updates, encode_write_request
 
