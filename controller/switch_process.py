@@ -117,7 +117,7 @@ class SwitchProcess:
             raise EmulationError(f"cannot start switch {self.spec.name}: {exc}") from exc
         finally:
             if log_dir is not None:
-                out.close()  # type: ignore[union-attr]
+                out.close()
         if self._record is not None:
             self._record.add_pid(self.proc.pid, "--grpc-server-addr " + self.spec.grpc_address)
         self._t0 = t0

@@ -73,7 +73,7 @@ class CompiledPipeline:
             table.default_is_const = bool(d.get("action_const", False))
             table.default_entry_is_const = bool(d.get("action_entry_const", False))
         for e in t.get("entries", []):
-            key = []
+            key: list[Any] = []
             for m in e["match_key"]:
                 mt = m["match_type"]
                 if mt in ("exact", "valid"):

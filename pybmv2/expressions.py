@@ -22,6 +22,8 @@ __all__ = [
     "compile_operand",
     "field_writer",
     "parse_hexstr",
+    "slot_reader",
+    "valid_reader",
 ]
 
 Eval = Callable[[PacketState], int]
@@ -40,13 +42,18 @@ def parse_hexstr(text: str) -> int:
         raise JsonFormatError(f"bad hexstr {text!r}") from None
 
 
-def _field_reader(slot: FieldSlot) -> Eval:
-    i = slot.index
+def slot_reader(index: int, mask: int | None = None) -> Eval:
+    """Read field slot ``index`` (ANDed with a static ``mask`` when given)."""
+    if mask is None:
+        def read(s: PacketState) -> int:
+            return s.values[index]
 
-    def read(s: PacketState) -> int:
-        return s.values[i]
+        return read
 
-    return read
+    def read_masked(s: PacketState) -> int:
+        return s.values[index] & mask
+
+    return read_masked
 
 
 def field_writer(slot: FieldSlot) -> Callable[[PacketState, int], None]:
@@ -68,7 +75,8 @@ def field_writer(slot: FieldSlot) -> Callable[[PacketState, int], None]:
     return write
 
 
-def _valid_reader(header_id: int) -> Eval:
+def valid_reader(header_id: int) -> Eval:
+    """1 when header ``header_id`` is valid, else 0."""
     def read(s: PacketState) -> int:
         return 1 if s.valid[header_id] else 0
 
@@ -78,12 +86,12 @@ def _valid_reader(header_id: int) -> Eval:
 def compile_operand(layout: PhvLayout, operand: dict[str, Any]) -> Eval:
     """Compile one typed operand (field, hexstr, bool, runtime_data, expression...)."""
     kind = operand.get("type")
-    value = operand.get("value")
+    value: Any = operand.get("value")
     if kind == "field":
         header, name = value[0], value[1]
         if name == "$valid$":
-            return _valid_reader(layout.header(header).id)
-        return _field_reader(layout.field(header, name))
+            return valid_reader(layout.header(header).id)
+        return slot_reader(layout.field(header, name).index)
     if kind == "hexstr":
         const = parse_hexstr(value)
         return lambda s: const
@@ -114,7 +122,7 @@ def compile_operand(layout: PhvLayout, operand: dict[str, Any]) -> Eval:
 def compile_header_ref(layout: PhvLayout, operand: dict[str, Any]) -> HeaderRef:
     """Compile an operand that denotes a header instance into a function giving its id."""
     kind = operand.get("type")
-    value = operand.get("value")
+    value: Any = operand.get("value")
     if kind == "header":
         hid = layout.header(value).id
         return lambda s: hid
@@ -196,7 +204,8 @@ def compile_expression(layout: PhvLayout, expr: dict[str, Any]) -> Eval:
         # A bare operand where an expression was expected.
         return compile_operand(layout, expr)
     op = expr["op"]
-    left_j, right_j = expr.get("left"), expr.get("right")
+    left_j: Any = expr.get("left")
+    right_j: Any = expr.get("right")
     if op == "not":
         r = compile_operand(layout, right_j)
         return lambda s: 0 if r(s) else 1

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pybmv2.errors import JsonFormatError, UnsupportedJsonError
-from pybmv2.expressions import compile_operand, field_writer, parse_hexstr
+from pybmv2.expressions import compile_operand, field_writer, parse_hexstr, slot_reader, valid_reader
 from pybmv2.layout import HeaderLayout
 from pybmv2.primitives import Externs, compile_primitive
 from pybmv2.state import PacketState
@@ -230,12 +230,10 @@ class CompiledParser:
                 hname, fname = k["value"]
                 if fname == "$valid$":
                     hid = self._layout.header(hname).id
-                    parts.append((lambda s, hid=hid: 1 if s.valid[hid] else 0, 8))
+                    parts.append((valid_reader(hid), 8))
                 else:
                     slot = self._layout.field(hname, fname)
-                    mask = slot.mask
-                    idx = slot.index
-                    parts.append((lambda s, idx=idx, mask=mask: s.values[idx] & mask, (slot.width + 7) // 8 * 8))
+                    parts.append((slot_reader(slot.index, slot.mask), (slot.width + 7) // 8 * 8))
             elif kind in ("stack_field", "expression"):
                 fn = compile_operand(self._layout, k)
                 width = int(k.get("bitwidth", 32))

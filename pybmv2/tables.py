@@ -26,7 +26,7 @@ from pybmv2.errors import (
     TableFullError,
     UnsupportedJsonError,
 )
-from pybmv2.expressions import parse_hexstr
+from pybmv2.expressions import parse_hexstr, slot_reader, valid_reader
 from pybmv2.layout import PhvLayout
 from pybmv2.state import PacketState
 
@@ -98,15 +98,11 @@ class MatchTable:
             if target[1] == "$valid$":
                 hid = layout.header(target[0]).id
                 width = 1
-                readers.append(lambda s, hid=hid: 1 if s.valid[hid] else 0)
+                readers.append(valid_reader(hid))
             else:
                 slot = layout.field(target[0], target[1])
                 width = slot.width
-                idx = slot.index
-                if mask is None:
-                    readers.append(lambda s, idx=idx: s.values[idx])
-                else:
-                    readers.append(lambda s, idx=idx, m=mask: s.values[idx] & m)
+                readers.append(slot_reader(slot.index, mask))
             self.keys.append(KeyField(k.get("name", ".".join(target)), mt, width, mask))
         self._readers = readers
         kinds = {k.match_type for k in self.keys}
@@ -151,6 +147,7 @@ class MatchTable:
             )
         for kf, part in zip(self.keys, key, strict=True):
             full = _full(kf.width)
+            values: tuple[int, ...]
             if kf.match_type in ("exact", "valid"):
                 values = (part,)
             elif kf.match_type == "lpm":

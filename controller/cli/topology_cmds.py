@@ -64,7 +64,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _summary(topo: Topology) -> dict:
-    ports = Counter()
+    ports: Counter[str] = Counter()
     for lk in topo.links:
         for ep in (lk.a, lk.b):
             if topo.is_switch(ep.node):

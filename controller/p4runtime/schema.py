@@ -94,8 +94,8 @@ T = TypeVar("T", TableInfo, ActionInfo, CounterInfo)
 class _Names(Generic[T]):
     def __init__(self, kind: str, items: list[T]) -> None:
         self.kind = kind
-        self.by_id = {i.id: i for i in items}
-        self.by_name = {i.name: i for i in items}
+        self.by_id: dict[int, T] = {i.id: i for i in items}
+        self.by_name: dict[str, T] = {i.name: i for i in items}
 
     def get(self, key: str | int) -> T:
         if isinstance(key, int):

@@ -130,7 +130,8 @@ def rail_only(servers: int, gpus: int, *, radix: int | None = None, rate_mbps: f
                 next_id += 1
                 switches.append(spine)
             _wire_spines(leaves, [sw for sw in switches if sw.role == "spine" and sw.rail == r], radix // 2, rate_mbps, links, uplinks)
-    params = {"rails": gpus, "servers": servers, "radix": radix, "block": block, "rate_mbps": rate_mbps}
+    params: dict[str, object] = {"rails": gpus, "servers": servers, "radix": radix, "block": block,
+                                 "rate_mbps": rate_mbps}
     return Topology(name or f"rail-only-{servers}x{gpus}", "rail-only", tuple(hosts), tuple(switches), tuple(links), params)
 
 
@@ -190,7 +191,7 @@ def rail_fat_tree(servers: int, gpus: int, *, spines: int = 2, uplinks_per_leaf:
     if rate_mbps is not None:
         up_rate = rate_mbps * min(block, servers) / (ups * oversubscription)
     _wire_spines(leaves, spine_switches, ups, up_rate, links, all_uplinks)
-    params = {"rails": gpus, "servers": servers, "radix": radix, "block": block, "spines": spines,
+    params: dict[str, object] = {"rails": gpus, "servers": servers, "radix": radix, "block": block, "spines": spines,
               "oversubscription": oversubscription, "rate_mbps": rate_mbps}
     return Topology(name or f"rail-fat-tree-{servers}x{gpus}", "rail-fat-tree", tuple(hosts),
                     tuple(switches), tuple(links), params)
@@ -217,5 +218,6 @@ def topoopt(n: int, d: int, *, rate_mbps: float | None = 100.0, program: str = "
     switches = [Switch(f"ocs{i}", "ocs", program, i + 1, None, None) for i in range(len(strides))]
     links = [Link(Endpoint(f"s{s}", f"eth{i}"), Endpoint(f"ocs{i}", s + 1), rate_mbps)
              for i in range(len(strides)) for s in range(n)]
-    params = {"servers": n, "degree": d, "strides": strides, "diameter": diameter(n, strides), "rate_mbps": rate_mbps}
+    params: dict[str, object] = {"servers": n, "degree": d, "strides": strides,
+                                 "diameter": diameter(n, strides), "rate_mbps": rate_mbps}
     return Topology(name or f"topoopt-{n}x{d}", "topoopt", tuple(hosts), tuple(switches), tuple(links), params)

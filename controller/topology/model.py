@@ -115,13 +115,13 @@ class Topology:
 
     def host(self, name: str) -> Host:
         try:
-            return self._hosts[name]  # type: ignore[attr-defined,no-any-return]
+            return self._hosts[name]  # type: ignore[attr-defined]
         except KeyError:
             raise KeyError(f"no host {name!r} in topology {self.name!r}") from None
 
     def switch(self, name: str) -> Switch:
         try:
-            return self._switches[name]  # type: ignore[attr-defined,no-any-return]
+            return self._switches[name]  # type: ignore[attr-defined]
         except KeyError:
             known = ", ".join(s.name for s in self.switches[:8])
             raise KeyError(f"no switch {name!r} in topology {self.name!r} (switches: {known}...)") from None
@@ -141,4 +141,5 @@ class Topology:
 
     @property
     def rails(self) -> int:
-        return int(self.params.get("rails", 0) or 0)
+        rails = self.params.get("rails")
+        return rails if isinstance(rails, int) else 0

@@ -53,6 +53,8 @@ __all__ = [
 
 MatchType = p4info_pb2.MatchField.MatchType
 Scope = p4info_pb2.ActionRef.Scope
+_ACTION = P4Ids.ACTION  # an EnumTypeWrapper attribute look-up is slow, and this one is hot
+_TABLE_ONLY, _DEFAULT_ONLY = Scope.TABLE_ONLY, Scope.DEFAULT_ONLY
 #: BMv2's PI target rejects priorities that do not fit a C int (pi_tables_imp.cpp)
 MAX_PRIORITY = (1 << 31) - 1
 
@@ -254,15 +256,15 @@ def check_table_action(index: P4InfoIndex, info: TableInfo, is_default: bool,
         return
     if action_kind != "action":
         raise invalid(f"Cannot provide indirect action for direct table {info.id}")
-    if not index.is_valid_id(action_id, P4Ids.ACTION):
+    if not index.is_valid_id(action_id, _ACTION):
         raise invalid("Invalid P4 id")
     scope = info.action_scopes.get(action_id)
     if scope is None:
         raise invalid("Invalid action for table")
-    if scope == Scope.TABLE_ONLY and is_default:
+    if scope == _TABLE_ONLY and is_default:
         raise P4RuntimeError(grpc.StatusCode.PERMISSION_DENIED,
                              "Cannot use TABLE_ONLY action as default action")
-    if scope == Scope.DEFAULT_ONLY and not is_default:
+    if scope == _DEFAULT_ONLY and not is_default:
         raise P4RuntimeError(grpc.StatusCode.PERMISSION_DENIED,
                              "Cannot use DEFAULT_ONLY action in table entry")
 

@@ -11,6 +11,7 @@ JSON key in the same order, which :func:`bind` verifies field by field.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import grpc
 from p4.config.v1 import p4info_pb2
@@ -84,10 +85,15 @@ class ActionInfo:
     params: tuple[ParamInfo, ...]
 
     def param_position(self, param_id: int) -> int | None:
+        """The position of a parameter id (the first, if the P4Info repeats it)."""
+        return self._positions.get(param_id)
+
+    @cached_property
+    def _positions(self) -> dict[int, int]:
+        positions: dict[int, int] = {}
         for i, p in enumerate(self.params):
-            if p.id == param_id:
-                return i
-        return None
+            positions.setdefault(p.id, i)
+        return positions
 
 
 @dataclass(frozen=True)
@@ -104,15 +110,20 @@ class TableInfo:
     size: int = 0
     supports_idle_timeout: bool = False
 
-    @property
+    @cached_property
     def requires_priority(self) -> bool:
         return any(mf.match_type in _PRIORITY_KINDS for mf in self.match_fields)
 
     def field_by_id(self, field_id: int) -> MatchFieldInfo | None:
+        """The match field of an id (the first, if the P4Info repeats it)."""
+        return self._fields_by_id.get(field_id)
+
+    @cached_property
+    def _fields_by_id(self) -> dict[int, MatchFieldInfo]:
+        by_id: dict[int, MatchFieldInfo] = {}
         for mf in self.match_fields:
-            if mf.id == field_id:
-                return mf
-        return None
+            by_id.setdefault(mf.id, mf)
+        return by_id
 
 
 @dataclass(frozen=True)
@@ -282,7 +293,11 @@ class P4InfoIndex:
         """PI's ``check_p4_id``: the id has the expected prefix and exists."""
         if id_prefix(p4_id) != prefix:
             return False
-        registry: dict[int, object] = {
+        return p4_id in self._registries.get(prefix, ())
+
+    @cached_property
+    def _registries(self) -> dict[int, dict[int, object]]:
+        return {
             P4Ids.TABLE: self.tables,
             P4Ids.ACTION: self.actions,
             P4Ids.COUNTER: self.counters,
@@ -290,9 +305,8 @@ class P4InfoIndex:
             P4Ids.METER: self.meters,
             P4Ids.DIRECT_METER: self.direct_meters,
             P4Ids.DIGEST: self.digests,
-            P4Ids.REGISTER: self.registers,
-        }.get(prefix, {})  # type: ignore[assignment]
-        return p4_id in registry
+            P4Ids.REGISTER: self.registers,  # type: ignore[dict-item]
+        }
 
     def id_of(self, name: str) -> int:
         """The id of a P4 object by its fully qualified name (KeyError otherwise).

@@ -33,6 +33,8 @@ from pybmv2.tables import MatchTable
 
 __all__ = ["Pipeline", "build_pipeline", "invalid_id"]
 
+_TABLE = P4Ids.TABLE  # an EnumTypeWrapper attribute look-up is slow, and this one is hot
+
 
 def invalid_id() -> P4RuntimeError:
     """PI's ``make_invalid_p4_id_status``."""
@@ -62,7 +64,7 @@ class Pipeline:
 
     def table(self, table_id: int) -> tuple[TableBinding, MatchTable]:
         """The binding and target table of a P4Info table id (INVALID_ARGUMENT if none)."""
-        if not self.index.is_valid_id(table_id, P4Ids.TABLE):
+        if not self.index.is_valid_id(table_id, _TABLE):
             raise invalid_id()
         tb = self.binding.tables[table_id]
         return tb, self.tables[tb.target_name]
