@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from pybmv2.errors import JsonFormatError, UnsupportedJsonError
-from pybmv2.expressions import compile_operand, field_writer, parse_hexstr, slot_reader, valid_reader
+from pybmv2.expressions import (
+    compile_operand,
+    field_writer,
+    parse_hexstr,
+    slot_reader,
+    valid_reader,
+)
 from pybmv2.layout import HeaderLayout
 from pybmv2.primitives import Externs, compile_primitive
 from pybmv2.state import PacketState
