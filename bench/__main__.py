@@ -32,6 +32,15 @@ def main(argv: list[str]) -> int:
     have_bmv2 = shutil.which("simple_switch_grpc") is not None
     secs = 1.0 if args.quick else 3.0
     rows = []
+    print("[bench] rule compilation and TotientPerms at scale ...", flush=True)
+    from bench import compile_bench
+
+    comp = compile_bench.rail_only_16k()
+    rows.append(_row(f"compile rail-only 16,384 GPUs ({comp['entries']:,} entries)", "s", comp["compile_s"] + comp["generate_s"],
+                     None, "< 10 s"))
+    rows.append(_row("compile rail-only 16,384 GPUs: peak memory", "MB", comp["peak_mb"], None, "< 2,000 MB"))
+    tp = compile_bench.totient_4096()
+    rows.append(_row(f"TotientPerms n=4,096 d=8 (diameter {tp['diameter']})", "s", tp["seconds"], None, "< 1 s"))
     print("[bench] in-process forwarding ...", flush=True)
     inproc = forwarding.inprocess_rate(secs)
     rows.append(_row("in-process forwarding, rail_switch, 1k LPM routes", "packets/s",

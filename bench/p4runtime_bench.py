@@ -6,11 +6,10 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.traffic import route_updates
+from bench.traffic import route_rules
 from controller.netstate import NetRecord
 from controller.p4build import pipeline_files
 from controller.p4runtime.client import P4RuntimeClient
-from controller.p4runtime.entities import update
 from controller.p4runtime.schema import P4Schema, load_p4info
 from controller.readiness import free_tcp_port
 from controller.switch_process import SwitchProcess, SwitchSpec
@@ -48,24 +47,25 @@ def startup(target: str, runs: int = 5) -> dict[str, float]:
 
 
 def writes(target: str, entries: int = 10_000, per_rpc: int = 2_000) -> dict[str, float]:
-    """Entries/s written in batches of 1,000 and one per Write RPC; RSS with the table full."""
+    """Entries/s written in batches of 1,000 and one per Write RPC (the controller's install
+    path: rules encoded straight to wire bytes); RSS with the table full."""
     art = pipeline_files("rail_switch")
     p4info = load_p4info(art.p4info)
     schema = P4Schema(p4info)
-    ups = route_updates(schema, entries)
+    rules = route_rules(schema, entries)
     with NetRecord("bench-writes") as record:
         proc, _ = _start(target, record)
         try:
             with P4RuntimeClient(proc.grpc_address, device_id=1, timeout=120) as client:
                 client.set_pipeline(p4info, art.json.read_bytes())
                 t0 = time.perf_counter()
-                client.write(ups, batch_size=1000)
+                client.write_rules(schema, "insert", rules, batch_size=1000)
                 batched = entries / (time.perf_counter() - t0)
                 assert proc.proc is not None
                 rss_full = _rss_mb(proc.proc.pid)
-                client.write([update("delete", u.entity.table_entry) for u in ups], batch_size=1000)
+                client.write_rules(schema, "delete", rules, batch_size=1000)
                 t0 = time.perf_counter()
-                client.write(ups[:per_rpc], batch_size=1)
+                client.write_rules(schema, "insert", rules[:per_rpc], batch_size=1)
                 single = per_rpc / (time.perf_counter() - t0)
         finally:
             proc.stop()

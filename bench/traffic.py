@@ -7,16 +7,20 @@ from controller.p4runtime.schema import P4Schema
 from packettest.frames import ethernet, ipv4, udp
 
 
-def route_updates(schema: P4Schema, n: int, ports: tuple[int, ...] = (2,)) -> list:
-    """``n`` /24 routes 10.x.y.0/24 -> one of ``ports``, as P4Runtime insert updates."""
+def route_rules(schema: P4Schema, n: int, ports: tuple[int, ...] = (2,)) -> list[TableRule]:
+    """``n`` /24 routes 10.x.y.0/24 -> one of ``ports``."""
     table = schema.table("ipv4_lpm")
     out = []
     for i in range(n):
         name, match = parse_match(table, "hdr.ipv4.dst_addr", f"10.{i >> 8 & 255}.{i & 255}.0/24")
-        rule = TableRule(table.name, {name: match}, "set_nexthop",
-                         {"port": ports[i % len(ports)], "dmac": 0x2, "smac": 0xA02})
-        out.append(update("insert", encode_rule(schema, rule)))
+        out.append(TableRule(table.name, {name: match}, "RailIngress.set_nexthop",
+                             {"port": ports[i % len(ports)], "dmac": 0x2, "smac": 0xA02}))
     return out
+
+
+def route_updates(schema: P4Schema, n: int, ports: tuple[int, ...] = (2,)) -> list:
+    """The same routes as P4Runtime insert updates (protobuf objects)."""
+    return [update("insert", encode_rule(schema, r)) for r in route_rules(schema, n, ports)]
 
 
 def frames(n_routes: int, count: int = 256, size: int = 64) -> list[bytes]:
