@@ -75,6 +75,7 @@ def _options(args: argparse.Namespace):
         queue_depth=args.queue_depth or DEFAULT_QUEUE_DEPTH,
         queue_rate_pps=args.queue_rate,
         port_rates=dict(args.queue_rate_port),
+        log_console=args.log_console,
     )
 
 

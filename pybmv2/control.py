@@ -38,6 +38,8 @@ class CompiledPipeline:
             names = [p.get("name") for p in spec["action_profiles"]]
             raise UnsupportedJsonError(f"pipeline {self.name!r}: action profiles {names}")
         action_names = {a.id: a.name for a in actions.values()}
+        #: a one-element cell holding the tracer (None when tracing is off), read by every node
+        self._trace: list[Callable[[str], None] | None] = [None]
         self.tables: dict[str, MatchTable] = {}
         for t in spec.get("tables", []):
             table = MatchTable(layout, t, action_names)
@@ -58,9 +60,9 @@ class CompiledPipeline:
         for t in spec.get("tables", []):
             table = self.tables[t["name"]]
             counter = direct_counters.get(table.name)
-            cells[table.name].append(self._table_node(table, t, actions, ref, counter is not None))
+            cells[table.name].append(self._table_node(table, t, actions, ref, counter is not None, self._trace))
         for c in spec.get("conditionals", []):
-            cells[c["name"]].append(self._conditional_node(layout, c, ref))
+            cells[c["name"]].append(self._conditional_node(layout, c, ref, self._trace))
         init = spec.get("init_table")
         self._first = ref(init)
 
@@ -101,6 +103,7 @@ class CompiledPipeline:
         actions: dict[int, Action],
         ref: Callable[[str | None], list[Node] | None],
         count_hits: bool,
+        trace: list[Callable[[str], None] | None],
     ) -> Node:
         next_tables = t.get("next_tables", {})
         base_default = ref(t.get("base_default_next"))
@@ -111,12 +114,16 @@ class CompiledPipeline:
         for aid, aname in zip(t.get("action_ids", []), t.get("actions", []), strict=False):
             by_action[int(aid)] = ref(next_tables[aname]) if aname in next_tables else base_default
         runners = {aid: a.run for aid, a in actions.items()}
+        names = {aid: a.name for aid, a in actions.items()}
 
         if not table.keys and not hit_miss:
             # p4c turns statements in apply blocks into keyless tables (tbl_*): they always
             # run their default action, so skip the lookup.
             def apply_keyless(s: PacketState) -> Any:
                 call = table.default
+                tr = trace[0]
+                if tr is not None:
+                    tr(f"Applying table '{table.name}': action {names.get(call.action_id, '?')}")
                 s.args = call.args  # type: ignore[assignment]
                 run = runners.get(call.action_id)
                 if run is not None:
@@ -135,6 +142,11 @@ class CompiledPipeline:
                 if count_hits:
                     entry.packets += 1
                     entry.bytes += len(s.data)
+            tr = trace[0]
+            if tr is not None:
+                tr(f"Applying table '{table.name}': key {table.read_key(s)} "
+                   f"{'hit, handle ' + str(entry.handle) if entry is not None else 'miss (default)'}; "
+                   f"action {names.get(call.action_id, '?')}{list(call.args)}")
             s.args = call.args  # type: ignore[assignment]
             run = runners.get(call.action_id)
             if run is not None:
@@ -149,16 +161,26 @@ class CompiledPipeline:
 
     @staticmethod
     def _conditional_node(
-        layout: PhvLayout, c: dict[str, Any], ref: Callable[[str | None], list[Node] | None]
+        layout: PhvLayout, c: dict[str, Any], ref: Callable[[str | None], list[Node] | None],
+        trace: list[Callable[[str], None] | None],
     ) -> Node:
         cond = compile_expression(layout, c["expression"])
         true_cell, false_cell = ref(c.get("true_next")), ref(c.get("false_next"))
+        name = c["name"]
 
         def branch(s: PacketState) -> Any:
-            cell = true_cell if cond(s) else false_cell
+            value = bool(cond(s))
+            tr = trace[0]
+            if tr is not None:
+                tr(f"Condition '{name}' is {str(value).lower()}")
+            cell = true_cell if value else false_cell
             return cell[0] if cell else None
 
         return branch
+
+    def set_trace(self, trace: Callable[[str], None] | None) -> None:
+        """Report every table applied (key, hit or miss, action) and condition taken."""
+        self._trace[0] = trace
 
     def apply(self, s: PacketState) -> None:
         node = self._first[0] if self._first else None

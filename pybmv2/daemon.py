@@ -38,6 +38,7 @@ class DaemonOptions:
     queue_depth: int = DEFAULT_QUEUE_DEPTH
     queue_rate_pps: float | None = None
     port_rates: dict[int, float] = field(default_factory=dict)
+    log_console: bool = False
 
 
 class SwitchDaemon:
@@ -49,6 +50,9 @@ class SwitchDaemon:
         self.options = options
         program = Program.from_file(options.json_path) if options.json_path else None
         self.switch = V1Switch(program, cpu_port=options.cpu_port)
+        if options.log_console:
+            trace_log = logging.getLogger("pybmv2.trace")
+            self.switch.set_trace(trace_log.info)
         self.ports: dict[int, Port] = {}
         self._pcaps: dict[tuple[int, str], PcapWriter] = {}
         self._stop = threading.Event()

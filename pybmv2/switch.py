@@ -125,6 +125,7 @@ class V1Switch:
         self.queue_depth: Callable[[int], int] = lambda port: 0
         self.program: Program | None = None
         self._std: _StdSlots | None = None
+        self._trace: Callable[[str], None] | None = None
         if program is not None:
             self.load(program)
 
@@ -138,6 +139,19 @@ class V1Switch:
             self._zero_values = program.layout.initial_values()
             self._zero_validity = program.layout.initial_validity()
             self._nstacks = len(program.layout.stacks)
+            program.ingress.set_trace(self._trace)
+            program.egress.set_trace(self._trace)
+
+    def set_trace(self, trace: Callable[[str], None] | None) -> None:
+        """Trace every packet's path (BMv2's --log-console): ports, tables, conditions, drops."""
+        self._trace = trace
+        if self.program is not None:
+            self.program.ingress.set_trace(trace)
+            self.program.egress.set_trace(trace)
+
+    def _log(self, msg: str) -> None:
+        if self._trace is not None:
+            self._trace(msg)
 
     def now_us(self) -> int:
         """Microseconds since the switch started, like BMv2's global timestamps."""
@@ -174,6 +188,7 @@ class V1Switch:
             if self.program is None:
                 return []
             jobs: list[EgressJob] = []
+            self._log(f"Processing packet received on port {port} ({len(frame)} bytes)")
             s = self._new_state(frame)
             std = self._std
             assert std is not None
@@ -235,7 +250,9 @@ class V1Switch:
             return None
 
         if egress_spec == self.drop_port:
+            self._log("Dropping packet at the end of ingress")
             return None
+        self._log(f"Egress port is {egress_spec}")
         _set(s, std.instance_type, INSTANCE_TYPE["normal"])
         jobs.append(EgressJob(egress_spec, s))
         return None
@@ -305,10 +322,13 @@ class V1Switch:
                     self._replicate(copy, session.replicas, tmp, set_rid=len(session.replicas) > 1)
                     clones.extend(tmp)
             if _get(s, std.egress_spec) == self.drop_port:
+                self._log("Dropping packet at the end of egress")
                 return [], clones, []
             frame = self.deparse(s)
             if s.recirculate:
+                self._log("Recirculating packet")
                 return [], clones, [(s.recirculate, frame)]
+            self._log(f"Transmitting packet of size {len(frame)} out of port {job.port}")
             return [(job.port, frame)], clones, []
 
     def deparse(self, s: PacketState) -> bytes:
