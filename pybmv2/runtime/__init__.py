@@ -3,13 +3,16 @@
 Layers, from pure logic to gRPC I/O:
 
 - :mod:`~pybmv2.runtime.p4info`: P4Info index and its binding to a loaded BMv2 JSON;
+- :mod:`~pybmv2.runtime.values`, :mod:`~pybmv2.runtime.wire`: table entries as plain
+  values, from protobuf messages or decoded straight from a WriteRequest's wire bytes;
 - :mod:`~pybmv2.runtime.codec`, :mod:`~pybmv2.runtime.packetio`,
   :mod:`~pybmv2.runtime.pre_codec`: protobuf <-> target translation with PI's validation;
 - :mod:`~pybmv2.runtime.arbitration`, :mod:`~pybmv2.runtime.digests`: client arbitration and
   digest batching;
 - :mod:`~pybmv2.runtime.table_ops`, :mod:`~pybmv2.runtime.extern_ops`,
   :mod:`~pybmv2.runtime.device`: entity writes/reads and pipeline config (PI's DeviceMgr);
-- :mod:`~pybmv2.runtime.service`, :mod:`~pybmv2.runtime.server`: the gRPC servicer and
+- :mod:`~pybmv2.runtime.service`, :mod:`~pybmv2.runtime.raw_write`,
+  :mod:`~pybmv2.runtime.server`: the gRPC servicer, the serialized Write handler and
   :class:`P4RuntimeServer`.
 """
 

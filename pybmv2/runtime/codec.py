@@ -11,6 +11,12 @@ error codes as from BMv2:
   field instead), as are LPM bits beyond the prefix and ternary value bits outside the mask;
 - a priority is required iff the table has ternary, range or optional fields.
 
+Table-entry validation works on plain values (:mod:`pybmv2.runtime.values`):
+:func:`key_from_values`, :func:`check_table_action`, :func:`action_call` and
+:func:`merge_counts` serve both the protobuf path and the wire fast path; the protobuf
+functions (:func:`decode_match_key`, :func:`validate_table_action`, :func:`decode_action`,
+:func:`merge_counter_data`) convert and call them.
+
 Values read back are canonical bytestrings (leading zero bytes stripped, ``b"\\x00"`` for
 zero) and wildcard fields are omitted, as PI does. Packet I/O, PRE and digest conversion
 live in :mod:`pybmv2.runtime.packetio` and :mod:`pybmv2.runtime.pre_codec`.

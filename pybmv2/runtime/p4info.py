@@ -10,6 +10,7 @@ JSON key in the same order, which :func:`bind` verifies field by field.
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -296,7 +297,7 @@ class P4InfoIndex:
         return p4_id in self._registries.get(prefix, ())
 
     @cached_property
-    def _registries(self) -> dict[int, dict[int, object]]:
+    def _registries(self) -> dict[int, Container[int]]:
         return {
             P4Ids.TABLE: self.tables,
             P4Ids.ACTION: self.actions,
@@ -305,7 +306,7 @@ class P4InfoIndex:
             P4Ids.METER: self.meters,
             P4Ids.DIRECT_METER: self.direct_meters,
             P4Ids.DIGEST: self.digests,
-            P4Ids.REGISTER: self.registers,  # type: ignore[dict-item]
+            P4Ids.REGISTER: self.registers,
         }
 
     def id_of(self, name: str) -> int:

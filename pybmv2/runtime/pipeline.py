@@ -29,7 +29,8 @@ from pybmv2.runtime.p4info import (
     bind,
 )
 from pybmv2.runtime.packetio import PACKET_IN, PACKET_OUT
-from pybmv2.tables import MatchTable
+from pybmv2.runtime.values import ActionValue
+from pybmv2.tables import ActionCall, MatchTable
 
 __all__ = ["Pipeline", "build_pipeline", "invalid_id"]
 
@@ -61,6 +62,9 @@ class Pipeline:
     group_forms: dict[int, dict[Replica, int]] = field(default_factory=dict)
     group_metadata: dict[int, bytes] = field(default_factory=dict)
     session_forms: dict[int, dict[Replica, int]] = field(default_factory=dict)
+    #: (table id, action value) -> its validated ActionCall, a memo of
+    #: :func:`pybmv2.runtime.codec.action_call` (a pure function of the pipeline)
+    action_calls: dict[tuple[int, ActionValue], ActionCall] = field(default_factory=dict)
 
     def table(self, table_id: int) -> tuple[TableBinding, MatchTable]:
         """The binding and target table of a P4Info table id (INVALID_ARGUMENT if none)."""

@@ -30,6 +30,16 @@ samples become DigestList messages once a controller configured the digest (Dige
 All switch state changes happen under ``switch.lock``; hooks may be called from gRPC worker
 threads. ``deliver_outputs`` is thread-safe and never blocks on a client.
 
+Write fast path
+===============
+
+protobuf runs in pure Python here, so Write is registered with its request left serialized
+(:mod:`~pybmv2.runtime.raw_write`): a batch of plain table-entry updates is decoded by
+:mod:`~pybmv2.runtime.wire` and applied from plain values, any other request is parsed by
+protobuf as before. Both go through the same validation (:mod:`~pybmv2.runtime.codec`,
+:mod:`~pybmv2.runtime.table_ops`) and give the same responses and state;
+``ServerOptions(write_fast_path=False)`` turns the fast path off.
+
 Example::
 
     switch = V1Switch(None, cpu_port=510)

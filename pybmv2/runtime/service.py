@@ -148,13 +148,12 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         :meth:`Write`. Both give the same responses and the same switch state.
         """
         batch = decode_write_request(data)
-        with self._counts_lock:
-            if batch is None:
-                self.write_fallback_count += 1
-            else:
-                self.write_fast_count += 1
         if batch is None:
+            with self._counts_lock:
+                self.write_fallback_count += 1
             return self.Write(parse_write_request(data, context), context)
+        with self._counts_lock:
+            self.write_fast_count += 1
         return self._write(context, batch.device_id, batch.role, batch.election_id,
                            lambda: self.device.write_table_updates(batch.atomicity,
                                                                    batch.updates))

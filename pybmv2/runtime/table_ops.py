@@ -36,6 +36,8 @@ __all__ = ["read_direct_counters", "read_table_entries", "write_direct_counter",
            "write_table_entry"]
 
 Update = p4runtime_pb2.Update
+#: how many distinct (table, action) pairs a pipeline memoizes
+ACTION_MEMO_SIZE = 4096
 
 
 def _denied(message: str) -> P4RuntimeError:
@@ -84,11 +86,23 @@ def _check_action(p: Pipeline, tb: TableBinding, msg: EntryValue) -> None:
 
 
 def _call(p: Pipeline, tb: TableBinding, msg: EntryValue) -> ActionCall | None:
-    """The entry's direct action (None without one); call after :func:`_check_action`."""
+    """The entry's direct action (None without one); call after :func:`_check_action`.
+
+    Valid actions are memoized in ``p.action_calls`` (up to :data:`ACTION_MEMO_SIZE`):
+    batches often repeat a few actions, and their validation is the costliest step.
+    """
     if msg.action_kind is None:
         return None
-    assert msg.action is not None
-    return action_call(p.index, tb, msg.action)
+    action = msg.action
+    assert action is not None
+    memo = p.action_calls
+    key = (tb.info.id, action)
+    call = memo.get(key)
+    if call is None:
+        call = action_call(p.index, tb, action)
+        if len(memo) < ACTION_MEMO_SIZE:
+            memo[key] = call
+    return call
 
 
 def write_table_entry(p: Pipeline, update_type: int, msg: EntryValue) -> None:
