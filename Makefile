@@ -46,7 +46,7 @@ bench: setup ## run the benchmarks; writes bench/results/*.json
 	@$(PY) -m bench
 
 lint: setup ## ruff
-	@$(VENV)/bin/ruff check controller pybmv2 tests bench mininet
+	@$(VENV)/bin/ruff check controller pybmv2 packettest workloads tests bench mininet
 
 typecheck: setup ## mypy
 	@$(VENV)/bin/mypy

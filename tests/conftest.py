@@ -40,7 +40,7 @@ def _tier_of(path: Path) -> str | None:
     if "tests" in parts:
         below = parts[parts.index("tests") + 1 :]
         return next((t for t in TIERS if t in below), None)
-    if {"controller", "pybmv2", "packettest"} & set(parts):
+    if {"controller", "pybmv2", "packettest", "workloads"} & set(parts):
         return "unit"
     return None
 

@@ -1,0 +1,218 @@
+"""``mlfabric experiment run rail-only``: rail-only vs rail-optimized fat-tree, same GPUs and
+workload, real TCP collectives through P4 switches, one results folder.
+
+For each fabric: build it (EmulatedFabric), start one worker per GPU inside its server's
+host, shape the hosts' loopback to the intra-server ("NVLink") bandwidth, then per
+iteration run ring allreduce, hierarchical allreduce, all-to-all (direct where the fabric
+has a path between rails, hierarchical everywhere) and a training step. Results: the raw
+rows (CSV), a summary with costs and the model cross-check (JSON and a text table) and a
+plot (PNG).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from fabric_net import EmulatedFabric
+
+from controller.cli.output import format_table
+from controller.errors import EmulationError, MlfabricError
+from controller.experiments.rail_only import (
+    FABRICS,
+    OPS,
+    ExperimentConfig,
+    comparison,
+    emulated_bill,
+    fabrics_for,
+    model_times,
+    summarize,
+)
+from controller.experiments.results import new_results_dir, plot_collectives, write_csv, write_json
+from controller.models.params import load_cost_params
+from controller.topology import load_topology
+from controller.topology.model import Topology
+from workloads.driver import WorkerGroup
+from workloads.plan import Rank
+
+log = logging.getLogger("mlfabric.experiment")
+
+
+def _say(msg: str) -> None:
+    print(f"[rail-only] {msg}", flush=True)
+
+
+def _ranks(topo: Topology) -> list[Rank]:
+    ranks = []
+    for d, host in enumerate(topo.hosts):
+        for nic in sorted(host.nics, key=lambda n: n.rail or 0):
+            ranks.append(Rank(rank=len(ranks), server=d, rail=int(nic.rail or 0), ip=nic.address))
+    return ranks
+
+
+def _shape_loopback(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig) -> None:
+    """The intra-server bandwidth: all GPUs of a server share rails x NVLink rate on lo."""
+    rate = cfg.rate_mbps * cfg.nvlink_factor * cfg.rails
+    for h in topo.hosts:
+        out = fab.host(h.name).cmd(
+            f"tc qdisc replace dev lo root handle 1: htb default 1 r2q {max(1, int(rate * 1e6 / 8 / 10000))} && "
+            f"tc class replace dev lo parent 1: classid 1:1 htb rate {rate}mbit burst 64k && echo ok")
+        if "ok" not in out:
+            raise EmulationError(f"cannot shape the loopback of {h.name}: {out.strip()}")
+
+
+def _commands(cfg: ExperimentConfig, fabric: str, it: int) -> list[dict]:
+    cmds = []
+    for op in OPS[fabric]:
+        size = cfg.alltoall_bytes if "alltoall" in op else cfg.allreduce_bytes
+        cmds.append({"op": op, "bytes": size, "iter": it})
+    cmds.append({"op": "train_step", "bytes": cfg.allreduce_bytes, "iter": it, "compute_s": cfg.compute_s,
+                 "parallelism": {"dp_allreduce": "allreduce", "moe_bytes": cfg.alltoall_bytes,
+                                 "moe_alltoall": "hier_alltoall" if fabric == "rail-only" else "alltoall"}})
+    return cmds
+
+
+def _row(fabric: str, cmd: dict, results: list[dict]) -> dict:
+    ok = all(r.get("ok") for r in results) and len(results) > 0
+    errors = sorted({r["error"] for r in results if r.get("error")})
+    phases: dict[str, float] = {}
+    for r in results:
+        for name, sec in (r.get("phases") or {}).items():
+            phases[name] = max(phases.get(name, 0.0), sec)
+    return {"fabric": fabric, "op": cmd["op"], "iter": cmd["iter"], "bytes": cmd["bytes"], "ok": ok,
+            "seconds": max((r.get("seconds") or 0.0) for r in results) if results else float("nan"),
+            "phases": phases, "error": "; ".join(errors)[:300]}
+
+
+def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path) -> tuple[list[dict], dict]:
+    rows: list[dict] = []
+    info: dict = {}
+    _say(f"{fabric}: building {len(topo.switches)} switches, {len(topo.hosts)} servers, {len(topo.links)} links "
+         f"({cfg.target} target)")
+    with EmulatedFabric(topo, target=cfg.target, source_routing=(fabric == "fat-tree"),
+                        log_dir=workdir / "logs" / fabric) as fab:
+        info["bring_up_s"] = round(fab.timings.bring_up_s, 2)
+        _say(f"{fabric}: up in {fab.timings.bring_up_s:.1f} s; rules installed")
+        _shape_loopback(fab, topo, cfg)
+        ranks = _ranks(topo)
+        config = {"ranks": [{"rank": r.rank, "server": r.server, "rail": r.rail, "ip": r.ip} for r in ranks],
+                  "servers": cfg.servers, "rails": cfg.rails, "port": 7000, "timeout_s": min(60.0, cfg.timeout_s),
+                  # a fat-tree reaches every GPU; rail-only only the same server and rail
+                  "mesh": "full" if fabric == "fat-tree" else "rail"}
+        config_path = workdir / f"workers-{fabric}.json"
+        config_path.write_text(json.dumps(config))
+
+        def popen(rank: Rank, argv: list[str]) -> subprocess.Popen:
+            return fab.host(topo.hosts[rank.server].name).popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+        with WorkerGroup(popen, config_path, ranks, python=sys.executable) as group:
+            for it in range(cfg.iterations):
+                if cfg.fail_rail is not None and it == cfg.iterations - 1:
+                    victim = next(s.name for s in topo.switches if s.rail == cfg.fail_rail)
+                    _say(f"{fabric}: killing switch {victim} (rail {cfg.fail_rail}) before iteration {it}")
+                    fab.switch_process(victim).stop()
+                    info["failed_switch"] = victim
+                for cmd in _commands(cfg, fabric, it):
+                    t0 = time.monotonic()
+                    results = group.run(cmd, timeout=cfg.timeout_s)
+                    row = _row(fabric, cmd, results)
+                    rows.append(row)
+                    status = f"{row['seconds']:.3f} s" if row["ok"] else f"FAILED ({row['error'][:80]})"
+                    _say(f"{fabric}: iter {it} {cmd['op']:<15} {status}  [{time.monotonic() - t0:.1f} s wall]")
+    info["teardown_s"] = round(fab.timings.teardown_s, 2)
+    return rows, info
+
+
+def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict], infos: dict, out: Path) -> str:
+    params = load_cost_params()
+    bills = {f: emulated_bill(topos[f], params.costs) for f in topos}
+    base = bills["fat-tree"]
+    summary = summarize(rows)
+    ratios = comparison(summary)
+    model = model_times(cfg)
+    fabric_rows = [{"fabric": f, "switches": b["switches"], "links": b["links"], "ports": b["ports"],
+                    "relative cost": f"{b['cost_usd'] / base['cost_usd']:.2f}",
+                    "relative power": f"{b['power_w'] / base['power_w']:.2f}",
+                    "bring-up s": infos[f].get("bring_up_s", "")} for f, b in bills.items()]
+    coll_rows = []
+    for s in summary:
+        m = model.get(s["op"])
+        err = (s["median_s"] - m) / m if m and s["ok"] else None
+        coll_rows.append({"fabric": s["fabric"], "op": s["op"], "median s": f"{s['median_s']:.3f}",
+                          "min s": f"{s['min_s']:.3f}", "max s": f"{s['max_s']:.3f}", "ok/failed": f"{s['ok']}/{s['failed']}",
+                          "model s": f"{m:.3f}" if m else "-", "model error": f"{err:+.0%}" if err is not None else "-"})
+    lines = [
+        f"Rail-only vs rail-optimized fat-tree: {cfg.servers} servers x {cfg.rails} GPUs, {cfg.rate_mbps} Mbit/s NICs,"
+        f" NVLink {cfg.nvlink_factor:g}x NIC, {cfg.target} target, {cfg.iterations} iterations",
+        "", format_table(fabric_rows), "", format_table(coll_rows), "",
+    ]
+    if "allreduce_ratio" in ratios:
+        lines.append(f"allreduce rail-only / fat-tree: {ratios['allreduce_ratio']:.3f} (expected within 5%)")
+    if "alltoall_ratio" in ratios:
+        lines.append(f"all-to-all rail-only (hierarchical) / fat-tree (direct): {ratios['alltoall_ratio']:.3f} "
+                     "(paper: 1.08-1.11 with NVLink >> NIC)")
+    text = "\n".join(lines)
+    (out / "table.txt").write_text(text + "\n")
+    write_json(out / "summary.json", {"config": cfg.__repr__(), "fabrics": bills, "collectives": summary,
+                                      "ratios": ratios, "model_s": model, "runs": infos})
+    return text
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="mlfabric experiment run rail-only")
+    p.add_argument("--gpus", type=int, default=16, help="GPUs in all (servers x rails)")
+    p.add_argument("--rails", type=int, default=4, help="GPUs per server = rails")
+    p.add_argument("--topology", type=Path, help="a rail-only topology file to use instead of generating one")
+    p.add_argument("--rate-mbps", type=float, default=20.0)
+    p.add_argument("--nvlink-factor", type=float, default=8.0)
+    p.add_argument("--iterations", type=int, default=3)
+    p.add_argument("--allreduce-kb", type=int, default=1024)
+    p.add_argument("--alltoall-kb", type=int, default=1024)
+    p.add_argument("--compute-ms", type=float, default=50.0)
+    p.add_argument("--target", choices=("python", "bmv2"), default="python")
+    p.add_argument("--fail-rail", type=int, default=None, help="kill this rail's switch before the last iteration")
+    p.add_argument("--out", type=Path, default=None, help="results folder (default: results/rail-only-<time>)")
+    a = p.parse_args(argv)
+    try:
+        cfg = ExperimentConfig(gpus=a.gpus, rails=a.rails, rate_mbps=a.rate_mbps, nvlink_factor=a.nvlink_factor,
+                               iterations=a.iterations, allreduce_bytes=a.allreduce_kb * 1024,
+                               alltoall_bytes=a.alltoall_kb * 1024, compute_s=a.compute_ms / 1000,
+                               target=a.target, fail_rail=a.fail_rail).validate()
+        topos = fabrics_for(cfg, load_topology(a.topology) if a.topology else None)
+    except MlfabricError as exc:
+        print(f"mlfabric: error: {exc}", file=sys.stderr)
+        return 2
+    out = a.out or new_results_dir("rail-only")
+    out.mkdir(parents=True, exist_ok=True)
+    _say(f"results folder: {out}")
+    rows: list[dict] = []
+    infos: dict = {}
+    with tempfile.TemporaryDirectory(prefix="mlfabric-") as tmp:
+        work = Path(tmp)
+        (work / "logs").mkdir()
+        for fabric in FABRICS:
+            fabric_rows, infos[fabric] = run_fabric(fabric, topos[fabric], cfg, work)
+            rows += fabric_rows
+            write_csv(out / "iterations.csv", rows)
+    text = _report(cfg, topos, rows, infos, out)
+    plot_collectives(rows, out / "collectives.png",
+                     title=f"rail-only vs fat-tree, {cfg.gpus} GPUs ({cfg.servers}x{cfg.rails}), {cfg.rate_mbps} Mbit/s")
+    print()
+    print(text)
+    print()
+    _say(f"wrote {out}/iterations.csv, summary.json, table.txt, collectives.png")
+    failed = [r for r in rows if not r["ok"]]
+    if failed and cfg.fail_rail is None:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

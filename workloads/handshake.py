@@ -1,0 +1,186 @@
+"""Connecting the mesh at start-up: connect to the higher peers, accept the lower ones.
+
+Rank ``k`` listens on ``(ip_k, port + k)``. Every rank connects to its higher mesh peers
+(:func:`workloads.plan.mesh_peers`) with the socket's source bound to its own address (the
+fat-tree's policy routing sends traffic out of the NIC that owns the source address), and
+accepts its lower peers; one connection per pair carries both directions. A hello frame
+checks who is calling, from which address and with which configuration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import socket
+import threading
+import time
+
+from workloads.config import WorkloadConfig
+from workloads.errors import TransportError
+from workloads.framing import HELLO_TAG, Connection
+from workloads.plan import Rank, mesh_peers
+
+__all__ = ["connect_mesh"]
+
+log = logging.getLogger(__name__)
+
+
+def _config_digest(config: WorkloadConfig) -> str:
+    data = config.to_dict()
+    key = {k: data[k] for k in ("ranks", "servers", "rails", "port", "mesh")}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _configure(sock: socket.socket, config: WorkloadConfig) -> None:
+    if config.sock_buf_bytes:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, config.sock_buf_bytes)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, config.sock_buf_bytes)
+
+
+def _setup(sock: socket.socket, config: WorkloadConfig) -> None:
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.settimeout(config.timeout_s)
+
+
+def _connect(config: WorkloadConfig, me: Rank, peer: Rank, deadline: float) -> Connection:
+    """Connect to ``peer`` from ``me.ip``, retrying until ``deadline``; then say hello."""
+    address = (peer.ip, config.listen_port(peer.rank))
+    last: str = "no attempt"
+    while (remaining := deadline - time.monotonic()) > 0:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            _configure(sock, config)
+            sock.bind((me.ip, 0))
+            sock.settimeout(min(remaining, 5.0))
+            sock.connect(address)
+            if sock.getsockname() == sock.getpeername():
+                raise ConnectionRefusedError("self-connection")
+        except OSError as exc:
+            sock.close()
+            last = exc.strerror or str(exc)
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+            continue
+        _setup(sock, config)
+        conn = Connection(sock, me, peer, config.timeout_s)
+        hello = {"from": me.rank, "to": peer.rank, "digest": _config_digest(config)}
+        try:
+            conn.send_frame(HELLO_TAG, json.dumps(hello).encode())
+            reply = json.loads(conn.recv_frame(HELLO_TAG))
+        except (TransportError, ValueError):
+            sock.close()
+            raise
+        if not reply.get("ok"):
+            sock.close()
+            raise TransportError(f"rank {me.rank}: rank {peer.rank} at {address[0]}:{address[1]} "
+                                 f"refused the connection: {reply.get('error')}")
+        return conn
+    raise TransportError(f"rank {me.rank} ({me.ip}): cannot connect to rank {peer.rank} at "
+                         f"{address[0]}:{address[1]} within {config.start_timeout_s:g} s: {last}")
+
+
+class _Acceptor(threading.Thread):
+    """Accepts the lower peers until all are in or the deadline passes."""
+
+    def __init__(self, listener: socket.socket, config: WorkloadConfig, me: Rank,
+                 expected: set[int], deadline: float) -> None:
+        super().__init__(name=f"accept{me.rank}", daemon=True)
+        self.listener, self.config, self.me = listener, config, me
+        self.expected, self.deadline = expected, deadline
+        self.conns: dict[int, Connection] = {}
+        self.rejected: list[str] = []
+        self.error: BaseException | None = None
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while (set(self.conns) != self.expected and not self.stop.is_set()
+                   and (left := self.deadline - time.monotonic()) > 0):
+                self.listener.settimeout(min(left, 0.25))
+                try:
+                    sock, addr = self.listener.accept()
+                except TimeoutError:
+                    continue
+                self._hello(sock, addr[0])
+        except BaseException as exc:  # handed to the main thread, raised there
+            self.error = exc
+
+    def _hello(self, sock: socket.socket, src_ip: str) -> None:
+        _setup(sock, self.config)
+        sock.settimeout(min(self.config.timeout_s, 5.0))
+        layout = self.config.layout
+        try:
+            hello = json.loads(Connection(sock, self.me, Rank(-1, -1, -1, src_ip), 5.0).recv_frame(HELLO_TAG))
+            peer = int(hello["from"])
+            problem = None
+            if hello.get("digest") != _config_digest(self.config):
+                problem = "different configuration file"
+            elif hello.get("to") != self.me.rank or peer not in self.expected or peer in self.conns:
+                problem = f"unexpected hello {hello}"
+            elif layout[peer].ip != src_ip:
+                problem = f"rank {peer} should connect from {layout[peer].ip}, came from {src_ip}"
+        except (TransportError, ValueError, KeyError, TypeError, IndexError) as exc:
+            sock.close()
+            self.rejected.append(f"{src_ip}: bad hello: {exc}")
+            log.warning("rank %d: rejected a connection from %s: %s", self.me.rank, src_ip, exc)
+            return
+        conn = Connection(sock, self.me, layout[peer], self.config.timeout_s)
+        try:
+            conn.send_frame(HELLO_TAG, json.dumps({"ok": problem is None, "error": problem}).encode())
+        except TransportError as exc:
+            problem = problem or f"cannot reply to the hello: {exc}"
+        if problem is not None:
+            sock.close()
+            self.rejected.append(f"{src_ip}: {problem}")
+            log.warning("rank %d: rejected a connection from %s: %s", self.me.rank, src_ip, problem)
+            return
+        sock.settimeout(self.config.timeout_s)
+        self.conns[peer] = conn
+
+
+def connect_mesh(config: WorkloadConfig, rank: int) -> dict[int, Connection]:
+    """Listen, connect to every mesh peer of ``rank``; its connections by peer rank.
+
+    Raises TransportError naming the peers that could not be reached within
+    ``config.start_timeout_s``.
+    """
+    me = config.layout[rank]
+    peers = mesh_peers(config.layout, rank, config.mesh)
+    deadline = time.monotonic() + config.start_timeout_s
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        _configure(listener, config)
+        try:
+            listener.bind((me.ip, config.listen_port(rank)))
+        except OSError as exc:
+            raise TransportError(f"rank {rank}: cannot listen on {me.ip}:{config.listen_port(rank)}: "
+                                 f"{exc.strerror or exc}") from exc
+        listener.listen(len(peers) + 8)
+        acceptor = _Acceptor(listener, config, me, {p for p in peers if p < rank}, deadline)
+        acceptor.start()
+        conns: dict[int, Connection] = {}
+        try:
+            for p in peers:
+                if p > rank:
+                    conns[p] = _connect(config, me, config.layout[p], deadline)
+        except BaseException:
+            acceptor.stop.set()
+            raise
+        finally:
+            acceptor.join()
+            conns.update({c.peer.rank: c for c in acceptor.conns.values()})
+            missing = sorted(set(peers) - set(conns))
+            if missing or acceptor.error is not None:
+                for c in conns.values():
+                    c.close()
+        if acceptor.error is not None:
+            raise acceptor.error
+    finally:
+        listener.close()
+    if missing:
+        notes = "; ".join(acceptor.rejected)
+        raise TransportError(f"rank {rank} ({me.ip}): ranks {missing} did not connect within "
+                             f"{config.start_timeout_s:g} s" + (f" (rejected: {notes})" if notes else ""))
+    log.info("rank %d: connected to %d peers", rank, len(conns))
+    return conns

@@ -1,0 +1,135 @@
+"""A small TCP mesh between the workers of one job, and concurrent exchanges over it.
+
+:meth:`Mesh.start` connects it (:mod:`workloads.handshake`); frames, tags and timeouts are
+those of :mod:`workloads.framing`. :meth:`Mesh.exchange` runs a step's sends, receives and
+relays at once on a thread pool (sockets release the GIL). After any error the mesh is
+*aborted*: every socket is shut down, so that the threads still blocked on it, and the peers
+waiting on this rank, fail fast instead of each waiting for its own timeout.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from workloads.config import WorkloadConfig
+from workloads.errors import TransportError
+from workloads.framing import HEADER, PIECE_BYTES, Connection, make_tag
+from workloads.handshake import connect_mesh
+from workloads.plan import Rank
+
+__all__ = ["HEADER", "PIECE_BYTES", "Connection", "Mesh", "make_tag"]
+
+log = logging.getLogger(__name__)
+
+
+class Mesh:
+    """The connections of rank ``me``; see the module docstring. Use :meth:`start`."""
+
+    def __init__(self, config: WorkloadConfig, me: Rank, conns: dict[int, Connection]) -> None:
+        self.config, self.me, self.conns = config, me, conns
+        self.layout = config.layout
+        self.broken: str | None = None
+        self._cid = 0
+        self._pool = cf.ThreadPoolExecutor(max_workers=2 * len(conns) + 4,
+                                           thread_name_prefix=f"mesh{me.rank}")
+
+    # ------------------------------------------------------------ start-up
+
+    @classmethod
+    def start(cls, config: WorkloadConfig, rank: int) -> Mesh:
+        """Listen, connect to every mesh peer and return when all are connected.
+
+        Raises TransportError naming the peers that could not be reached within
+        ``config.start_timeout_s``.
+        """
+        return cls(config, config.layout[rank], connect_mesh(config, rank))
+
+    # ------------------------------------------------------------ data
+
+    def next_cid(self) -> int:
+        """A new collective call id; every rank makes the same calls in the same order."""
+        self._cid += 1
+        return self._cid
+
+    def conn(self, peer: int) -> Connection:
+        try:
+            return self.conns[peer]
+        except KeyError:
+            p = self.layout[peer]
+            raise TransportError(
+                f"rank {self.me.rank}: no connection to rank {peer} (server {p.server}, rail {p.rail}, "
+                f"{p.ip}): mesh is {self.config.mesh!r}; cross-rail peers need mesh 'full' (fat-tree)"
+            ) from None
+
+    def require(self, peers: Iterable[int], what: str) -> None:
+        """Fail before any I/O unless every peer of ``what`` is connected and the mesh is whole."""
+        if self.broken is not None:
+            raise TransportError(f"mesh unusable after an earlier error: {self.broken}")
+        for p in sorted(peers):
+            try:
+                self.conn(p)
+            except TransportError as exc:
+                raise TransportError(f"{what}: {exc}") from None
+
+    def send(self, peer: int, tag: int, buf: Any) -> None:
+        self.conn(peer).send_frame(tag, buf)
+
+    def recv_into(self, peer: int, tag: int, out: Any) -> None:
+        self.conn(peer).recv_frame_into(tag, out)
+
+    def forward(self, src: int, dst: int, tag: int) -> None:
+        """Relay one frame from ``src`` to ``dst`` as it arrives, piece by piece (PXN)."""
+        a, b = self.conn(src), self.conn(dst)
+        left = a.recv_header(tag)
+        b.send_all(memoryview(HEADER.pack(tag, left)))
+        view = memoryview(bytearray(min(left, PIECE_BYTES)))
+        while left:
+            n = a.recv_some(view[:min(left, PIECE_BYTES)], f"relayed frame {tag:#x}")
+            b.send_all(view[:n])
+            left -= n
+
+    def exchange(self, sends: Sequence[tuple[int, int, Any]] = (),
+                 recvs: Sequence[tuple[int, int, Any]] = (),
+                 forwards: Sequence[tuple[int, int, int]] = ()) -> None:
+        """Run sends ``(peer, tag, buf)``, receives ``(peer, tag, out)`` and relays
+        ``(src, dst, tag)`` all at once; return when all are done.
+
+        The first failure aborts the mesh (so that the others fail fast) and is raised.
+        """
+        if self.broken is not None:
+            raise TransportError(f"mesh unusable after an earlier error: {self.broken}")
+        futures = [self._pool.submit(self.send, p, t, b) for p, t, b in sends]
+        futures += [self._pool.submit(self.recv_into, p, t, o) for p, t, o in recvs]
+        futures += [self._pool.submit(self.forward, s, d, t) for s, d, t in forwards]
+        if not futures:
+            return
+        done, _ = cf.wait(futures, return_when=cf.FIRST_EXCEPTION)
+        errors = [f.exception() for f in done if f.exception() is not None]
+        if errors:
+            self.abort(str(errors[0]))
+            cf.wait(futures)
+            raise errors[0]  # type: ignore[misc]
+
+    # ------------------------------------------------------------ teardown
+
+    def abort(self, reason: str) -> None:
+        """Shut every connection down (unblocking all threads); the mesh is unusable after."""
+        if self.broken is None:
+            self.broken = reason
+            log.warning("rank %d: aborting the mesh: %s", self.me.rank, reason)
+        for c in self.conns.values():
+            c.shutdown(self.broken)
+
+    def close(self) -> None:
+        for c in self.conns.values():
+            c.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> Mesh:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
