@@ -61,7 +61,7 @@ class EmulatedFabric:
 
     def __init__(self, topo: Topology, *, target: str = "python", shape: bool = True,
                  source_routing: bool = False, log_dir: Path | None = None, publish: bool = True,
-                 install: bool = True) -> None:
+                 install: bool = True, switch_args: tuple[str, ...] = ()) -> None:
         self.topo = require_valid(topo, topo.name)
         self.target = target
         self.shape = shape
@@ -71,6 +71,8 @@ class EmulatedFabric:
         self.log_dir = log_dir
         self.publish = publish
         self.install = install
+        #: extra command-line options for every switch process (e.g. ``--queue-depth``)
+        self.switch_args = switch_args
         self.timings = FabricTimings()
         self.net: Mininet | None = None
         self.live: Topology | None = None
@@ -101,7 +103,7 @@ class EmulatedFabric:
         for s in self.topo.switches:
             net.addSwitch(s.name, cls=P4TargetSwitch, target=self.target, device_id=s.device_id,
                           grpc_address=grpc[s.name], record=self._record, log_dir=self.log_dir,
-                          defer_ready=True)
+                          defer_ready=True, extra_args=self.switch_args)
         for lk in self.topo.links:
             kwargs: dict[str, object] = {}
             ends = []

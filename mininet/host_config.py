@@ -16,9 +16,12 @@ def prepare_commands(intfs: Iterable[str]) -> list[str]:
 
     A frame leaving a veth with checksum offload carries no valid TCP/UDP checksum; a
     software switch forwards it as it is and the receiver drops it. IPv6 router and
-    neighbour solicitations would only add noise to experiments.
+    neighbour solicitations would only add noise to experiments. TCP keeps its congestion
+    window across idle gaps, so that a collective's later steps do not restart slow start.
     """
-    cmds = ["sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"]
+    cmds = ["sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1",
+            # collectives reuse connections after idle gaps: keep their windows (as DC hosts do)
+            "sysctl -qw net.ipv4.tcp_slow_start_after_idle=0"]
     cmds += [f"ethtool -K {i} tx off rx off tso off gso off gro off lro off 2>/dev/null" for i in intfs if i != "lo"]
     return cmds
 

@@ -30,7 +30,8 @@ class P4TargetSwitch(Switch):
     def __init__(self, name: str, *, target: str = "python", device_id: int = 1,
                  grpc_address: str = "127.0.0.1:9559", cpu_port: int | None = CPU_PORT,
                  record: NetRecord | None = None, log_dir: Path | None = None,
-                 start_timeout: float = 15.0, defer_ready: bool = False, **params) -> None:
+                 start_timeout: float = 15.0, defer_ready: bool = False,
+                 extra_args: tuple[str, ...] = (), **params) -> None:
         super().__init__(name, **params)
         self.target = target
         self.device_id = device_id
@@ -42,6 +43,7 @@ class P4TargetSwitch(Switch):
         #: when set, start() only launches the process; call wait_ready() later, so that
         #: a fabric's switches start in parallel
         self.defer_ready = defer_ready
+        self.extra_args = tuple(extra_args)
         self.process: SwitchProcess | None = None
 
     def port_map(self) -> dict[int, str]:
@@ -50,7 +52,7 @@ class P4TargetSwitch(Switch):
     def start(self, controllers) -> None:
         spec = SwitchSpec(name=self.name, target=self.target, ports=self.port_map(),
                           device_id=self.device_id, grpc_address=self.grpc_address,
-                          cpu_port=self.cpu_port, log_dir=self.log_dir)
+                          cpu_port=self.cpu_port, log_dir=self.log_dir, extra_args=self.extra_args)
         if self.record is not None:
             for iface in spec.ports.values():
                 self.record.add_link(iface)

@@ -12,6 +12,7 @@ plot (PNG).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import subprocess
@@ -101,7 +102,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
         _say(f"{fabric}: up in {fab.timings.bring_up_s:.1f} s; rules installed")
         _shape_loopback(fab, topo, cfg)
         ranks = _ranks(topo)
-        config = {"ranks": [{"rank": r.rank, "server": r.server, "rail": r.rail, "ip": r.ip} for r in ranks],
+        config = {"ranks": [dataclasses.asdict(r) for r in ranks],
                   "servers": cfg.servers, "rails": cfg.rails, "port": 7000, "timeout_s": min(60.0, cfg.timeout_s),
                   # a fat-tree reaches every GPU; rail-only only the same server and rail
                   "mesh": "full" if fabric == "fat-tree" else "rail"}
@@ -170,12 +171,14 @@ def main(argv: list[str]) -> int:
     p.add_argument("--gpus", type=int, default=16, help="GPUs in all (servers x rails)")
     p.add_argument("--rails", type=int, default=4, help="GPUs per server = rails")
     p.add_argument("--topology", type=Path, help="a rail-only topology file to use instead of generating one")
-    p.add_argument("--rate-mbps", type=float, default=20.0)
+    p.add_argument("--rate-mbps", type=float, default=5.0,
+                   help="NIC link rate; low enough that links, not the switches' CPU, are the bottleneck")
     p.add_argument("--nvlink-factor", type=float, default=8.0)
     p.add_argument("--iterations", type=int, default=3)
-    p.add_argument("--allreduce-kb", type=int, default=1024)
-    p.add_argument("--alltoall-kb", type=int, default=1024)
+    p.add_argument("--allreduce-kb", type=int, default=256)
+    p.add_argument("--alltoall-kb", type=int, default=256)
     p.add_argument("--compute-ms", type=float, default=50.0)
+    p.add_argument("--spines", type=int, default=2, help="spine switches of the fat-tree baseline")
     p.add_argument("--target", choices=("python", "bmv2"), default="python")
     p.add_argument("--fail-rail", type=int, default=None, help="kill this rail's switch before the last iteration")
     p.add_argument("--out", type=Path, default=None, help="results folder (default: results/rail-only-<time>)")
@@ -184,7 +187,7 @@ def main(argv: list[str]) -> int:
         cfg = ExperimentConfig(gpus=a.gpus, rails=a.rails, rate_mbps=a.rate_mbps, nvlink_factor=a.nvlink_factor,
                                iterations=a.iterations, allreduce_bytes=a.allreduce_kb * 1024,
                                alltoall_bytes=a.alltoall_kb * 1024, compute_s=a.compute_ms / 1000,
-                               target=a.target, fail_rail=a.fail_rail).validate()
+                               target=a.target, fail_rail=a.fail_rail, spines=a.spines).validate()
         topos = fabrics_for(cfg, load_topology(a.topology) if a.topology else None)
     except MlfabricError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)

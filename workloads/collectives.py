@@ -131,7 +131,7 @@ def hier_allreduce(mesh: Mesh, buf: np.ndarray) -> Timings:
 
 def alltoall(mesh: Mesh, plan: AlltoallPlan, send: np.ndarray) -> tuple[np.ndarray, Timings]:
     """Row ``j`` of ``send`` (shape ``(world, m)``) goes to rank ``j``; row ``i`` of the
-    result came from rank ``i``. One timing per plan phase.
+    result came from rank ``i``. One timing per phase name (rounds of a phase add up).
     """
     me, world = mesh.me.rank, mesh.layout.world
     if send.ndim != 2 or send.shape[0] != world:
@@ -160,7 +160,7 @@ def alltoall(mesh: Mesh, plan: AlltoallPlan, send: np.ndarray) -> tuple[np.ndarr
         mesh.exchange(sends=sends, recvs=[(t.src, tag, out) for t, out in incoming])
         for t, out in incoming:
             held.update(zip(t.chunks, out, strict=True))
-        timings[name] = time.perf_counter() - t0
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
     for i in range(world):
         if i not in placed:
             result[i] = held[(i, me)]

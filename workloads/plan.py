@@ -287,12 +287,28 @@ class AlltoallPlan:
         return [t for t in self.phases[phase][1] if t.dst == rank]
 
 
-def alltoall_plan(layout: Layout, kind: str = "direct") -> AlltoallPlan:
-    """``direct``: every rank sends to every rank in one phase; ``hier``: rail-only.
+def _rounds(name: str, transfers: tuple[Transfer, ...], shift) -> tuple[tuple[str, tuple[Transfer, ...]], ...]:
+    """Split one phase into pairwise-exchange rounds: round k holds the transfers whose
+    ``shift(transfer)`` is k, so every rank sends to one peer and receives from one peer
+    per round (no incast). Rounds keep the phase's name; their timings add up."""
+    by_round: dict[int, list[Transfer]] = {}
+    for tr in transfers:
+        by_round.setdefault(shift(tr), []).append(tr)
+    return tuple((name, tuple(by_round[k])) for k in sorted(by_round))
+
+
+def alltoall_plan(layout: Layout, kind: str = "direct", schedule: str = "pairwise") -> AlltoallPlan:
+    """``direct``: every rank sends to every rank; ``hier``: rail-only.
 
     The hierarchical plan has phase ``intra`` (GPU ``(d, r)`` hands GPU ``(d, r')`` of its
     server every chunk bound for rail ``r'``) and phase ``rail`` (GPU ``(d, r)`` sends GPU
     ``(d', r)`` the chunks that server ``d`` holds for it).
+
+    ``schedule`` ``pairwise`` (default) runs each phase as rounds of pairwise exchanges
+    (round k: rank i sends to the peer k positions away in its group), as MPI does for
+    large messages; ``concurrent`` sends everything of a phase at once, which at emulated
+    link rates turns into TCP incast (every receiver's downlink queue fills past the
+    minimum retransmission timeout).
 
     >>> lay = Layout.grid(2, 2, lambda d, r: "10.0.0.1")
     >>> [name for name, _ in alltoall_plan(lay, "hier").phases]
@@ -301,12 +317,18 @@ def alltoall_plan(layout: Layout, kind: str = "direct") -> AlltoallPlan:
     [Transfer(src=0, dst=1, chunks=((0, 1), (0, 3)))]
     >>> alltoall_plan(lay, "hier").sends(1, 0)
     [Transfer(src=0, dst=2, chunks=((0, 2), (1, 2)))]
+    >>> [len(ts) for _, ts in alltoall_plan(lay, "direct").phases]
+    [4, 4, 4]
     """
-    D, R = layout.servers, layout.rails
+    if schedule not in ("pairwise", "concurrent"):
+        raise PlanError(f"unknown all-to-all schedule {schedule!r} (pairwise or concurrent)")
+    D, R, W = layout.servers, layout.rails, layout.world
     if kind == "direct":
-        return AlltoallPlan((("alltoall", tuple(
-            Transfer(a.rank, b.rank, ((a.rank, b.rank),))
-            for a in layout.ranks for b in layout.ranks if a.rank != b.rank)),))
+        direct = tuple(Transfer(a.rank, b.rank, ((a.rank, b.rank),))
+                       for a in layout.ranks for b in layout.ranks if a.rank != b.rank)
+        if schedule == "concurrent":
+            return AlltoallPlan((("alltoall", direct),))
+        return AlltoallPlan(_rounds("alltoall", direct, lambda tr: (tr.dst - tr.src) % W))
     if kind != "hier":
         raise PlanError(f"unknown all-to-all kind {kind!r} (direct or hier)")
     intra = tuple(
@@ -317,7 +339,11 @@ def alltoall_plan(layout: Layout, kind: str = "direct") -> AlltoallPlan:
         Transfer(a.rank, layout.at(d2, a.rail).rank,
                  tuple((layout.at(a.server, r2).rank, layout.at(d2, a.rail).rank) for r2 in range(R)))
         for a in layout.ranks for d2 in range(D) if d2 != a.server)
-    return AlltoallPlan((("intra", intra), ("rail", rail)))
+    if schedule == "concurrent":
+        return AlltoallPlan((("intra", intra), ("rail", rail)))
+    return AlltoallPlan(
+        _rounds("intra", intra, lambda tr: (layout[tr.dst].rail - layout[tr.src].rail) % R)
+        + _rounds("rail", rail, lambda tr: (layout[tr.dst].server - layout[tr.src].server) % D))
 
 
 # ---------------------------------------------------------------- barrier and peers

@@ -45,13 +45,13 @@ class ExperimentConfig:
 
     gpus: int = 16
     rails: int = 4
-    rate_mbps: float = 20.0
+    rate_mbps: float = 5.0
     #: intra-server ("NVLink") bandwidth as a multiple of the NIC rate, per GPU
     nvlink_factor: float = 8.0
     spines: int = 2
     iterations: int = 3
-    allreduce_bytes: int = 1 << 20
-    alltoall_bytes: int = 1 << 20
+    allreduce_bytes: int = 256 << 10
+    alltoall_bytes: int = 256 << 10
     compute_s: float = 0.05
     target: str = "python"
     timeout_s: float = 120.0

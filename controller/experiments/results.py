@@ -49,7 +49,7 @@ def plot_collectives(rows: Sequence[Mapping[str, Any]], path: Path, *, title: st
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [2, 1]})
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [2, 1]})
     styles = {"rail-only": "-", "fat-tree": "--"}
     colours: dict[str, str] = {}
     for r in rows:
@@ -62,6 +62,7 @@ def plot_collectives(rows: Sequence[Mapping[str, Any]], path: Path, *, title: st
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", color=colour,
                         label=f"{op} ({fabric})")
     ax.set_xlabel("iteration")
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_ylabel("completion time (s)")
     ax.set_title("collectives")
     ax.legend(fontsize=7, ncol=2)
@@ -74,7 +75,7 @@ def plot_collectives(rows: Sequence[Mapping[str, Any]], path: Path, *, title: st
         bx.annotate(f"{mid:.2f} s", (i, mid), ha="center", va="bottom", fontsize=8)
     bx.set_xticks(range(len(fabrics)), fabrics)
     bx.set_ylabel("iteration time (s)")
-    bx.set_title("training step (compute + DP allreduce + MoE all-to-all)")
+    bx.set_title("training step\n(compute + MoE all-to-all + DP allreduce)", fontsize=10)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -141,7 +141,7 @@ def test_alltoall_plans_deliver_every_pair_once(servers: int, rails: int, kind: 
 @pytest.mark.parametrize(("servers", "rails"), SHAPES)
 def test_hierarchical_alltoall_is_rail_only(servers: int, rails: int) -> None:
     lay = grid(servers, rails)
-    plan = alltoall_plan(lay, "hier")
+    plan = alltoall_plan(lay, "hier", schedule="concurrent")
     names = [name for name, _ in plan.phases]
     assert names == ["intra", "rail"]
     assert all(hop_kind(lay, t.src, t.dst) == "local" for t in plan.phases[0][1])
@@ -152,9 +152,22 @@ def test_hierarchical_alltoall_is_rail_only(servers: int, rails: int) -> None:
         assert sum(len(t.chunks) for t in plan.sends(1, k)) == (servers - 1) * rails
 
 
+@pytest.mark.parametrize(("servers", "rails"), SHAPES)
+@pytest.mark.parametrize("kind", ["direct", "hier"])
+def test_pairwise_rounds_have_no_incast(servers: int, rails: int, kind: str) -> None:
+    """Each round of the default schedule: every rank sends to and receives from at most one peer."""
+    lay = grid(servers, rails)
+    plan = alltoall_plan(lay, kind)
+    concurrent = alltoall_plan(lay, kind, schedule="concurrent")
+    assert plan.legs() == concurrent.legs()
+    for _, transfers in plan.phases:
+        assert len({t.src for t in transfers}) == len(transfers)
+        assert len({t.dst for t in transfers}) == len(transfers)
+
+
 def test_direct_alltoall_sends_to_every_peer() -> None:
     lay = grid(2, 3)
-    plan = alltoall_plan(lay, "direct")
+    plan = alltoall_plan(lay, "direct", schedule="concurrent")
     assert len(plan.phases) == 1
     for k in range(lay.world):
         assert sorted(t.dst for t in plan.sends(0, k)) == [j for j in range(lay.world) if j != k]
