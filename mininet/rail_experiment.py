@@ -103,7 +103,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
         _shape_loopback(fab, topo, cfg)
         ranks = _ranks(topo)
         config = {"ranks": [dataclasses.asdict(r) for r in ranks],
-                  "servers": cfg.servers, "rails": cfg.rails, "port": 7000, "timeout_s": min(60.0, cfg.timeout_s),
+                  "servers": cfg.servers, "rails": cfg.rails, "port": 7000, "timeout_s": cfg.worker_timeout_s,
                   # a fat-tree reaches every GPU; rail-only only the same server and rail
                   "mesh": "full" if fabric == "fat-tree" else "rail"}
         config_path = workdir / f"workers-{fabric}.json"
@@ -181,13 +181,16 @@ def main(argv: list[str]) -> int:
     p.add_argument("--spines", type=int, default=2, help="spine switches of the fat-tree baseline")
     p.add_argument("--target", choices=("python", "bmv2"), default="python")
     p.add_argument("--fail-rail", type=int, default=None, help="kill this rail's switch before the last iteration")
+    p.add_argument("--worker-timeout", type=float, default=15.0,
+                   help="seconds without progress before a collective fails (a dead peer or path)")
     p.add_argument("--out", type=Path, default=None, help="results folder (default: results/rail-only-<time>)")
     a = p.parse_args(argv)
     try:
         cfg = ExperimentConfig(gpus=a.gpus, rails=a.rails, rate_mbps=a.rate_mbps, nvlink_factor=a.nvlink_factor,
                                iterations=a.iterations, allreduce_bytes=a.allreduce_kb * 1024,
                                alltoall_bytes=a.alltoall_kb * 1024, compute_s=a.compute_ms / 1000,
-                               target=a.target, fail_rail=a.fail_rail, spines=a.spines).validate()
+                               target=a.target, fail_rail=a.fail_rail, spines=a.spines,
+                               worker_timeout_s=a.worker_timeout).validate()
         topos = fabrics_for(cfg, load_topology(a.topology) if a.topology else None)
     except MlfabricError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)

@@ -55,6 +55,8 @@ class ExperimentConfig:
     compute_s: float = 0.05
     target: str = "python"
     timeout_s: float = 120.0
+    #: a collective fails when a transfer makes no progress for this long
+    worker_timeout_s: float = 15.0
     #: kill this rail's switch before the last iteration (reliability run)
     fail_rail: int | None = None
 
