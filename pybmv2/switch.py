@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pybmv2.pre import ReplicationEngine
+from pybmv2.pre import CloneSession, ReplicationEngine
 from pybmv2.program import DROP_PORT, Program
 from pybmv2.state import INSTANCE_TYPE, PacketState
 
@@ -216,10 +216,7 @@ class V1Switch:
         mgid = _get(s, std.mcast_grp)
 
         if s.clone_session:
-            sid = s.clone_session & 0x7FFF
-            field_list = s.clone_field_list
-            s.clone_session = s.clone_field_list = 0
-            session = self.pre.sessions.get(sid)
+            session, field_list = self._take_clone_request(s)
             if session is not None:
                 copy = self._new_state(frame)
                 _set(copy, std.ingress_port, port)
@@ -256,6 +253,14 @@ class V1Switch:
         _set(s, std.instance_type, INSTANCE_TYPE["normal"])
         jobs.append(EgressJob(egress_spec, s))
         return None
+
+    def _take_clone_request(self, s: PacketState) -> tuple[CloneSession | None, int]:
+        """Clear the packet's clone request; return its configured session (None when the
+        session does not exist: simple_switch then clones nothing) and field list."""
+        sid = s.clone_session & 0x7FFF  # RegisterAccess::MIRROR_SESSION_ID_MASK
+        field_list = s.clone_field_list
+        s.clone_session = s.clone_field_list = 0
+        return self.pre.sessions.get(sid), field_list
 
     def _replicate(self, s: PacketState, replicas, jobs: list[EgressJob], *, set_rid: bool) -> None:
         std = self._std
@@ -308,10 +313,7 @@ class V1Switch:
             prog.egress.apply(s)
             clones: list[EgressJob] = []
             if s.clone_session:
-                sid = s.clone_session & 0x7FFF
-                field_list = s.clone_field_list
-                s.clone_session = s.clone_field_list = 0
-                session = self.pre.sessions.get(sid)
+                session, field_list = self._take_clone_request(s)
                 if session is not None:
                     copy = s.copy()
                     self._reset_metadata(copy)
