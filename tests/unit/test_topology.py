@@ -139,3 +139,18 @@ def test_topology_files_in_the_repo_are_valid() -> None:
     for path in sorted(Path(__file__).parents[2].joinpath("topologies").glob("*.yaml")):
         assert check_topology(load_topology(path), str(path)) == [], path
         yaml.safe_load(path.read_text())
+
+
+@pytest.mark.parametrize(("n", "d"), [(8, 2), (16, 3), (64, 4), (128, 8)])
+def test_topoopt_host_routes_reach_every_server_within_the_path_length(n: int, d: int) -> None:
+    from controller.routing.topoopt_routes import compile_host_routes, walk
+
+    topo = topoopt(n, d)
+    routes = compile_host_routes(topo)
+    strides = topo.params["strides"]
+    for src in range(0, n, max(1, n // 8)):
+        for r in routes[src]:
+            path = walk(routes, src, r.destination)
+            assert len(path) - 1 == r.hops
+            # every hop follows one of the circuits: a forward stride
+            assert all((b - a) % n in strides for a, b in zip(path, path[1:], strict=False))
