@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 
@@ -153,4 +154,4 @@ def test_topoopt_host_routes_reach_every_server_within_the_path_length(n: int, d
             path = walk(routes, src, r.destination)
             assert len(path) - 1 == r.hops
             # every hop follows one of the circuits: a forward stride
-            assert all((b - a) % n in strides for a, b in zip(path, path[1:], strict=False))
+            assert all((b - a) % n in strides for a, b in itertools.pairwise(path))
