@@ -12,6 +12,7 @@ plot (PNG).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -37,6 +38,9 @@ from controller.experiments.rail_only import (
 )
 from controller.experiments.results import new_results_dir, plot_collectives, write_csv, write_json
 from controller.models.params import load_cost_params
+from controller.p4build import pipeline_files
+from controller.p4runtime.client import P4RuntimeClient
+from controller.p4runtime.schema import P4Schema
 from controller.topology import load_topology
 from controller.topology.model import Topology
 from workloads.driver import WorkerGroup
@@ -79,6 +83,44 @@ def _commands(cfg: ExperimentConfig, fabric: str, it: int) -> list[dict]:
     return cmds
 
 
+class UplinkMeter:
+    """Bytes each leaf sent up to the spines, from rail_switch's per-port tx counters, so
+    that a run records how evenly ECMP spread each collective over the uplinks. It reads
+    as a backup controller (election id below the installer's), one connection per leaf."""
+
+    def __init__(self, live: Topology) -> None:
+        schema = P4Schema.from_file(pipeline_files("rail_switch").p4info)
+        self.counter_id = schema.counter("port_tx").id
+        self.uplinks: dict[str, tuple[P4RuntimeClient, list[int]]] = {}
+        for sw in live.switches:
+            ports = [p for p, peer in live.switch_ports(sw.name).items() if live.is_switch(peer.node)]
+            if sw.role in ("rail", "leaf") and ports and sw.grpc:
+                client = P4RuntimeClient(sw.grpc, device_id=sw.device_id, election_id=0).connect()
+                self.uplinks[sw.name] = (client, sorted(ports))
+
+    def read(self) -> dict[str, list[int]]:
+        out = {}
+        for name, (client, ports) in self.uplinks.items():
+            cells = {e.index.index: e.data.byte_count for e in client.read_counter(self.counter_id)}
+            out[name] = [cells.get(p, 0) for p in ports]
+        return out
+
+    def close(self) -> None:
+        for client, _ in self.uplinks.values():
+            client.close()
+
+    @staticmethod
+    def imbalance(before: dict[str, list[int]], after: dict[str, list[int]]) -> float | None:
+        """The busiest uplink's bytes over the fair share of its leaf (1.0 = perfectly even)."""
+        worst = None
+        for name, counts in after.items():
+            sent = [a - b for a, b in zip(counts, before[name], strict=True)]
+            if sum(sent):
+                share = max(sent) / (sum(sent) / len(sent))
+                worst = share if worst is None else max(worst, share)
+        return worst
+
+
 def _row(fabric: str, cmd: dict, results: list[dict]) -> dict:
     ok = all(r.get("ok") for r in results) and len(results) > 0
     errors = sorted({r["error"] for r in results if r.get("error")})
@@ -113,7 +155,10 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
             return fab.host(topo.hosts[rank.server].name).popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
-        with WorkerGroup(popen, config_path, ranks, python=sys.executable) as group:
+        meter = UplinkMeter(fab.live) if fabric == "fat-tree" and fab.live is not None else None
+        with contextlib.ExitStack() as stack, WorkerGroup(popen, config_path, ranks, python=sys.executable) as group:
+            if meter is not None:
+                stack.callback(meter.close)
             for it in range(cfg.iterations):
                 if cfg.fail_rail is not None and it == cfg.iterations - 1:
                     victim = next(s.name for s in topo.switches if s.rail == cfg.fail_rail)
@@ -122,10 +167,15 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
                     info["failed_switch"] = victim
                 for cmd in _commands(cfg, fabric, it):
                     t0 = time.monotonic()
+                    before = meter.read() if meter and "failed_switch" not in info else None
                     results = group.run(cmd, timeout=cfg.timeout_s)
                     row = _row(fabric, cmd, results)
+                    if before is not None and meter is not None:
+                        row["uplink_imbalance"] = meter.imbalance(before, meter.read())
                     rows.append(row)
                     status = f"{row['seconds']:.3f} s" if row["ok"] else f"FAILED ({row['error'][:80]})"
+                    if row.get("uplink_imbalance"):
+                        status += f"  (busiest spine uplink {row['uplink_imbalance']:.2f}x its fair share)"
                     _say(f"{fabric}: iter {it} {cmd['op']:<15} {status}  [{time.monotonic() - t0:.1f} s wall]")
     info["teardown_s"] = round(fab.timings.teardown_s, 2)
     return rows, info
