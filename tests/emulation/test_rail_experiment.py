@@ -1,0 +1,31 @@
+"""The rail-only experiment end to end at a tiny size: one command, one results folder."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from controller.emulation import load_emulation_module
+
+
+def test_experiment_writes_table_plot_and_csv(tmp_path: Path, target_name: str, capsys) -> None:
+    experiment = load_emulation_module("rail_experiment")
+    out = tmp_path / "run"
+    code = experiment.main(["--gpus", "4", "--rails", "2", "--iterations", "1", "--allreduce-kb", "32",
+                            "--alltoall-kb", "32", "--rate-mbps", "10", "--target", target_name, "--out", str(out)])
+    assert code == 0, capsys.readouterr().out[-2000:]
+    rows = list(csv.DictReader((out / "iterations.csv").open()))
+    assert {r["fabric"] for r in rows} == {"rail-only", "fat-tree"}
+    assert all(r["ok"] == "True" for r in rows)
+    summary = json.loads((out / "summary.json").read_text())
+    assert 0.5 < summary["ratios"]["allreduce_ratio"] < 2.0
+    assert (out / "collectives.png").stat().st_size > 10_000
+    assert "allreduce rail-only / fat-tree" in (out / "table.txt").read_text()
+
+
+def test_bad_input_is_rejected_before_anything_starts(tmp_path: Path, capsys) -> None:
+    experiment = load_emulation_module("rail_experiment")
+    assert experiment.main(["--gpus", "10", "--rails", "4", "--out", str(tmp_path / "x")]) == 2
+    assert "multiple of the rail count 4" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
