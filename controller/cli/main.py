@@ -71,7 +71,8 @@ def _experiment(args: argparse.Namespace) -> int:
     from controller.emulation import run_emulation_module
 
     modules = {"rail-only": "rail_experiment"}
-    return run_emulation_module(modules[args.name], args.rest)
+    rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
+    return run_emulation_module(modules[args.name], rest)
 
 
 def _model(args: argparse.Namespace) -> int:
