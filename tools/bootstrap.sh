@@ -5,7 +5,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${MLFABRIC_VENV:-$ROOT/.venv}"
-APT_PACKAGES=(mininet iproute2 iputils-ping iperf3 tcpdump ethtool python3-venv python3-pip)
+APT_PACKAGES=(mininet iproute2 iputils-ping procps iperf3 tcpdump ethtool python3-venv python3-pip)
 STAMP="$VENV/.mlfabric-installed"
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
