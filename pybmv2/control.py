@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pybmv2.action_profiles import ActionProfile
 from pybmv2.errors import JsonFormatError, UnsupportedJsonError
 from pybmv2.expressions import compile_expression
 from pybmv2.layout import PhvLayout
@@ -34,15 +35,25 @@ class CompiledPipeline:
         direct_counters: dict[str, Any],
     ) -> None:
         self.name: str = spec["name"]
-        if spec.get("action_profiles"):
-            names = [p.get("name") for p in spec["action_profiles"]]
-            raise UnsupportedJsonError(f"pipeline {self.name!r}: action profiles {names}")
+        #: the control's action profiles and selectors, by name
+        self.action_profiles: dict[str, ActionProfile] = {
+            p["name"]: ActionProfile(layout, p) for p in spec.get("action_profiles", [])
+        }
         action_names = {a.id: a.name for a in actions.values()}
         #: a one-element cell holding the tracer (None when tracing is off), read by every node
         self._trace: list[Callable[[str], None] | None] = [None]
         self.tables: dict[str, MatchTable] = {}
         for t in spec.get("tables", []):
             table = MatchTable(layout, t, action_names)
+            if table.action_profile_name is not None:
+                profile = self.action_profiles.get(table.action_profile_name)
+                if profile is None:
+                    raise JsonFormatError(f"table {table.name!r}: unknown action profile "
+                                          f"{table.action_profile_name!r}")
+                if (t.get("type") == "indirect_ws") != profile.with_selector:
+                    raise JsonFormatError(f"table {table.name!r}: table type {t.get('type')!r} "
+                                          f"does not suit action profile {profile.name!r}")
+                table.profile = profile
             self._load_defaults(table, t)
             self.tables[table.name] = table
         self._nodes: dict[str, list[Node]] = {}
@@ -133,6 +144,12 @@ class CompiledPipeline:
 
             return apply_keyless
 
+        profile = table.profile
+        if profile is not None:
+            return CompiledPipeline._indirect_node(
+                table, profile, runners, names, by_action, base_default,
+                (hit_cell, miss_cell) if hit_miss else None, count_hits, trace)
+
         def apply(s: PacketState) -> Any:
             entry = table.lookup(s)
             if entry is None:
@@ -158,6 +175,55 @@ class CompiledPipeline:
             return cell[0] if cell else None
 
         return apply
+
+    @staticmethod
+    def _indirect_node(
+        table: MatchTable,
+        profile: ActionProfile,
+        runners: dict[int, Callable[[PacketState], None]],
+        names: dict[int, str],
+        by_action: dict[int, list[Node] | None],
+        base_default: list[Node] | None,
+        hit_miss: tuple[list[Node] | None, list[Node] | None] | None,
+        count_hits: bool,
+        trace: list[Callable[[str], None] | None],
+    ) -> Node:
+        """BMv2's ``MatchTableIndirect::lookup``: a miss runs no action (no default member
+        can be set) and goes to the miss node; a hit runs the member's action, chosen by
+        the selector's hash for a group; an empty group runs nothing and ends the control."""
+
+        def apply_indirect(s: PacketState) -> Any:
+            entry = table.lookup(s)
+            call = None
+            if entry is not None:
+                if count_hits:
+                    entry.packets += 1
+                    entry.bytes += len(s.data)
+                assert entry.indirect is not None
+                call = profile.resolve(s, entry.indirect)
+            tr = trace[0]
+            if tr is not None:
+                what = "miss" if entry is None else f"hit, handle {entry.handle}"
+                action = "none" if call is None else \
+                    f"{names.get(call.action_id, '?')}{list(call.args)}"
+                tr(f"Applying table '{table.name}': key {table.read_key(s)} {what}; "
+                   f"action {action}")
+            if call is not None:
+                s.args = call.args  # type: ignore[assignment]
+                run = runners.get(call.action_id)
+                if run is not None:
+                    run(s)
+            elif entry is not None:
+                return None  # empty group
+            if hit_miss is not None:
+                cell = hit_miss[0] if entry is not None else hit_miss[1]
+            elif call is None:
+                cell = base_default
+            else:
+                cell = by_action.get(call.action_id, base_default)
+            return cell[0] if cell else None
+
+        return apply_indirect
 
     @staticmethod
     def _conditional_node(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pybmv2.errors import (
     EntryExistsError,
@@ -30,7 +30,10 @@ from pybmv2.expressions import parse_hexstr, slot_reader, valid_reader
 from pybmv2.layout import PhvLayout
 from pybmv2.state import PacketState
 
-__all__ = ["ActionCall", "KeyField", "MatchTable", "TableEntry"]
+if TYPE_CHECKING:
+    from pybmv2.action_profiles import ActionProfile
+
+__all__ = ["ActionCall", "IndirectIndex", "KeyField", "MatchTable", "TableEntry"]
 
 MATCH_KINDS = ("exact", "lpm", "ternary", "range", "optional", "valid")
 
@@ -51,6 +54,18 @@ class ActionCall:
     args: tuple[int, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class IndirectIndex:
+    """What an indirect table's entry points to: a member or (selectors only) a group."""
+
+    handle: int
+    is_group: bool = False
+
+
+#: the placeholder action of indirect entries (their action comes from the profile)
+NO_ACTION = ActionCall(-1)
+
+
 @dataclass(slots=True)
 class TableEntry:
     key: tuple[Any, ...]
@@ -62,6 +77,7 @@ class TableEntry:
     handle: int = 0
     metadata: int = 0  # P4Runtime controller metadata cookie
     extra: dict[str, Any] = field(default_factory=dict)
+    indirect: IndirectIndex | None = None  # set in indirect tables only
 
 
 def _full(width: int) -> int:
@@ -74,11 +90,18 @@ class MatchTable:
     def __init__(self, layout: PhvLayout, spec: dict[str, Any], action_names: dict[int, str]):
         self.name: str = spec["name"]
         self.id: int = int(spec["id"])
-        if spec.get("type", "simple") != "simple":
+        kind = spec.get("type", "simple")
+        if kind not in ("simple", "indirect", "indirect_ws"):
+            raise UnsupportedJsonError(f"table {self.name!r}: table type {kind!r}")
+        if kind != "simple" and not spec.get("action_profile"):
             raise UnsupportedJsonError(
-                f"table {self.name!r}: {spec.get('type')} tables (action profiles and "
-                "selectors) are not supported"
-            )
+                f"table {self.name!r}: {kind} tables without an 'action_profile' (legacy "
+                "per-table action profiles and selectors) are not supported")
+        #: the name of the table's action profile (indirect tables), else None
+        self.action_profile_name: str | None = spec.get("action_profile") if kind != "simple" \
+            else None
+        #: the ActionProfile object, bound by the pipeline
+        self.profile: ActionProfile | None = None
         self.max_size: int = int(spec.get("max_size", 1024))
         self.with_counters: bool = bool(spec.get("with_counters", False))
         if spec.get("direct_meters"):
@@ -190,6 +213,8 @@ class MatchTable:
             raise InvalidEntryError(f"table {self.name!r}: a priority is not allowed here")
 
     def validate_action(self, call: ActionCall, default: bool = False) -> None:
+        if self.profile is not None and call == NO_ACTION:
+            return
         if call.action_id not in self.action_ids:
             raise InvalidEntryError(
                 f"table {self.name!r}: action id {call.action_id} is not one of its actions"
@@ -203,6 +228,7 @@ class MatchTable:
             raise EntryExistsError(f"table {self.name!r}: entry already exists")
         if len(self._by_key) >= self.max_size:
             raise TableFullError(f"table {self.name!r} is full ({self.max_size} entries)")
+        self._ref_indirect(entry.indirect, 1)
         entry.handle = self._next_handle
         self._next_handle += 1
         self._by_key[sk] = entry
@@ -264,6 +290,28 @@ class MatchTable:
             raise InvalidEntryError(f"table {self.name!r}: const entries cannot be deleted")
         del self._by_key[self._store_key(entry.key, entry.priority)]
         self._unindex(entry)
+        self._ref_indirect(entry.indirect, -1)
+        return entry
+
+    def _ref_indirect(self, index: IndirectIndex | None, delta: int) -> None:
+        """Check (when adding) and count a reference to a profile member or group."""
+        if (index is None) != (self.profile is None):
+            raise InvalidEntryError(
+                f"table {self.name!r}: entries "
+                f"{'need' if self.profile is not None else 'cannot have'} an indirect index")
+        if self.profile is not None and index is not None:
+            if delta > 0:
+                self.profile.check_index(index)
+            self.profile.ref(index, delta)
+
+    def modify_indirect(self, key: tuple[Any, ...], priority: int,
+                        index: IndirectIndex) -> TableEntry:
+        """Point an indirect table's entry to another member or group."""
+        self.validate_key(key, priority)
+        entry = self.find(key, priority)
+        self._ref_indirect(index, 1)
+        self._ref_indirect(entry.indirect, -1)
+        entry.indirect = index
         return entry
 
     def clear(self) -> None:

@@ -23,6 +23,8 @@ __all__ = [
     "Range",
     "TableRule",
     "Ternary",
+    "action_profile_group",
+    "action_profile_member",
     "clone_session_entry",
     "decode_rule",
     "encode_rule",
@@ -267,3 +269,38 @@ def clone_session_entry(session_id: int, replicas: Iterable[tuple[int, int]],
     for port, instance in replicas:
         cs.replicas.add(egress_port=port, instance=instance)
     return pre
+
+
+def action_profile_member(schema: P4Schema, profile: str, member_id: int, action: str,
+                          params: Mapping[str, int]) -> p4runtime_pb2.Entity:
+    """An ActionProfileMember entity: ``member_id`` of ``profile`` runs ``action(params)``."""
+    prof = _profile(schema, profile)
+    info = schema.action(action)
+    ent = p4runtime_pb2.Entity()
+    m = ent.action_profile_member
+    m.action_profile_id, m.member_id = prof.preamble.id, member_id
+    m.action.action_id = info.id
+    for p in info.params:
+        m.action.params.add(param_id=p.id, value=encode_int(parse_int(params[p.name], p.bitwidth), p.bitwidth))
+    return ent
+
+
+def action_profile_group(schema: P4Schema, profile: str, group_id: int,
+                         members: Iterable[tuple[int, int]], max_size: int = 0) -> p4runtime_pb2.Entity:
+    """An ActionProfileGroup entity of (member id, weight) pairs."""
+    prof = _profile(schema, profile)
+    ent = p4runtime_pb2.Entity()
+    g = ent.action_profile_group
+    g.action_profile_id, g.group_id, g.max_size = prof.preamble.id, group_id, max_size
+    for mid, weight in members:
+        g.members.add(member_id=mid, weight=weight)
+    return ent
+
+
+def _profile(schema: P4Schema, name: str):
+    matches = [p for p in schema.p4info.action_profiles
+               if p.preamble.name == name or p.preamble.name.split(".")[-1] == name]
+    if len(matches) != 1:
+        known = [p.preamble.name for p in schema.p4info.action_profiles]
+        raise SchemaError(f"no single action profile named {name!r}; known: {known}")
+    return matches[0]

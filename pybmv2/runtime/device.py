@@ -20,10 +20,10 @@ from google.rpc import status_pb2
 from p4.v1 import p4runtime_pb2
 
 from pybmv2.errors import TargetError
-from pybmv2.runtime import extern_ops, table_ops
+from pybmv2.runtime import extern_ops, profile_ops, table_ops
 from pybmv2.runtime.errors import P4RuntimeError, batch_status, from_target_error
 from pybmv2.runtime.packetio import packet_in_message, packet_out_frame
-from pybmv2.runtime.pipeline import Pipeline, build_pipeline, invalid_id
+from pybmv2.runtime.pipeline import Pipeline, build_pipeline
 from pybmv2.runtime.values import EntryValue, entry_from_proto
 from pybmv2.switch import DigestSample, V1Switch
 
@@ -222,8 +222,10 @@ class DeviceManager:
             extern_ops.write_pre(p, self.switch, kind, entity.packet_replication_engine_entry)
         elif which == "digest_entry":
             p.digests.configure(kind, entity.digest_entry)
-        elif which in ("action_profile_member", "action_profile_group"):
-            raise invalid_id()
+        elif which == "action_profile_member":
+            profile_ops.write_member(p, kind, entity.action_profile_member)
+        elif which == "action_profile_group":
+            profile_ops.write_group(p, kind, entity.action_profile_group)
         elif which == "register_entry":
             raise _unimplemented("Register writes are not supported yet")
         elif which == "value_set_entry":
@@ -270,11 +272,9 @@ class DeviceManager:
             entry = p.digests.read_config(entity.digest_entry.digest_id)
             response.entities.add().digest_entry.CopyFrom(entry)
         elif which == "action_profile_member":
-            if entity.action_profile_member.action_profile_id:
-                raise invalid_id()
+            profile_ops.read_members(p, entity.action_profile_member, response)
         elif which == "action_profile_group":
-            if entity.action_profile_group.action_profile_id:
-                raise invalid_id()
+            profile_ops.read_groups(p, entity.action_profile_group, response)
         elif which == "register_entry":
             raise _unimplemented("Register reads are not supported yet")
         elif which == "value_set_entry":

@@ -17,11 +17,13 @@ from functools import cached_property
 import grpc
 from p4.config.v1 import p4info_pb2
 
+from pybmv2.action_profiles import ActionProfile
 from pybmv2.program import Program
 from pybmv2.runtime.errors import P4RuntimeError
 
 __all__ = [
     "ActionInfo",
+    "ActionProfileInfo",
     "ControllerHeader",
     "CounterInfo",
     "DigestInfo",
@@ -125,6 +127,16 @@ class TableInfo:
         for mf in self.match_fields:
             by_id.setdefault(mf.id, mf)
         return by_id
+
+
+@dataclass(frozen=True)
+class ActionProfileInfo:
+    id: int
+    name: str
+    with_selector: bool
+    size: int
+    max_group_size: int
+    table_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -250,6 +262,11 @@ class P4InfoIndex:
         }
         self.digests = {d.preamble.id: _digest_info(d, p4info.type_info) for d in p4info.digests}
         self.registers = {r.preamble.id: r.preamble.name for r in p4info.registers}
+        self.action_profiles = {
+            a.preamble.id: ActionProfileInfo(a.preamble.id, a.preamble.name, a.with_selector,
+                                             a.size, a.max_group_size, tuple(a.table_ids))
+            for a in p4info.action_profiles
+        }
         self.controller_headers = {
             h.preamble.name: ControllerHeader(
                 h.preamble.id, h.preamble.name,
@@ -257,7 +274,7 @@ class P4InfoIndex:
             for h in p4info.controller_packet_metadata
         }
         self._names: dict[str, int] = {}
-        for registry in (self.registers, self.digests, self.direct_meters, self.meters,
+        for registry in (self.action_profiles, self.registers, self.digests, self.direct_meters, self.meters,
                          self.direct_counters, self.counters, self.actions, self.tables):
             for pid, obj in registry.items():
                 self._names[obj if isinstance(obj, str) else obj.name] = pid
@@ -307,6 +324,7 @@ class P4InfoIndex:
             P4Ids.DIRECT_METER: self.direct_meters,
             P4Ids.DIGEST: self.digests,
             P4Ids.REGISTER: self.registers,
+            P4Ids.ACTION_PROFILE: self.action_profiles,
         }
 
     def id_of(self, name: str) -> int:
@@ -346,6 +364,8 @@ class PipelineBinding:
     counters: dict[int, str] = field(hash=False)  # P4Info counter id -> JSON counter name
     meters: dict[int, str] = field(hash=False)
     digests: dict[int, int] = field(hash=False)  # P4Info digest id -> JSON learn list id
+    #: P4Info action profile id -> the JSON action profile
+    action_profiles: dict[int, ActionProfile] = field(hash=False, default_factory=dict)
 
     def digest_for_learn_id(self, learn_id: int) -> int | None:
         for digest_id, lid in self.digests.items():
@@ -361,9 +381,16 @@ def _bind_table(index: P4InfoIndex, info: TableInfo, program: Program) -> TableB
         raise P4InfoMismatchError(
             f"P4Info table {info.name!r} (id {info.id:#x}) has no table of that name in the "
             f"BMv2 JSON (JSON tables: {sorted(tables)})")
-    if info.implementation_id:
-        raise P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED,
-                             f"table {info.name!r}: action profiles are not supported")
+    profile = index.action_profiles.get(info.implementation_id)
+    if info.implementation_id and (profile is None
+                                   or profile.name != table.action_profile_name):
+        raise P4InfoMismatchError(
+            f"table {info.name!r}: implementation {info.implementation_id:#x} is not the "
+            f"JSON table's action profile {table.action_profile_name!r}")
+    if not info.implementation_id and table.action_profile_name is not None:
+        raise P4InfoMismatchError(
+            f"table {info.name!r} has action profile {table.action_profile_name!r} in the "
+            "BMv2 JSON but no implementation in the P4Info")
     if len(info.match_fields) != len(table.keys):
         raise P4InfoMismatchError(
             f"table {info.name!r} has {len(info.match_fields)} match fields in the P4Info "
@@ -463,4 +490,19 @@ def bind(index: P4InfoIndex, program: Program) -> PipelineBinding:
                 f"digest {d.name!r}: member widths {d.bitwidths} in the P4Info but "
                 f"{widths} in the BMv2 JSON learn list")
         digests[did] = ll.id
-    return PipelineBinding(index, tables, counters, meters, digests)
+    return PipelineBinding(index, tables, counters, meters, digests,
+                           _bind_action_profiles(index, program))
+
+
+def _bind_action_profiles(index: P4InfoIndex, program: Program) -> dict[int, ActionProfile]:
+    json_profiles = {**program.ingress.action_profiles, **program.egress.action_profiles}
+    out: dict[int, ActionProfile] = {}
+    for pid, info in index.action_profiles.items():
+        profile = json_profiles.get(info.name)
+        if profile is None or profile.with_selector != info.with_selector:
+            raise P4InfoMismatchError(
+                f"P4Info action profile {info.name!r} has no action "
+                f"{'selector' if info.with_selector else 'profile'} of that name in the BMv2 "
+                f"JSON (JSON action profiles: {sorted(json_profiles)})")
+        out[pid] = profile
+    return out

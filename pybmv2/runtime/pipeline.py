@@ -29,6 +29,7 @@ from pybmv2.runtime.p4info import (
     bind,
 )
 from pybmv2.runtime.packetio import PACKET_IN, PACKET_OUT
+from pybmv2.runtime.profile_ops import ProfileManager
 from pybmv2.runtime.values import ActionValue
 from pybmv2.tables import ActionCall, MatchTable
 
@@ -65,6 +66,8 @@ class Pipeline:
     #: (table id, action value) -> its validated ActionCall, a memo of
     #: :func:`pybmv2.runtime.codec.action_call` (a pure function of the pipeline)
     action_calls: dict[tuple[int, ActionValue], ActionCall] = field(default_factory=dict)
+    #: P4Info action profile id -> its member and group state
+    profiles: dict[int, ProfileManager] = field(default_factory=dict)
 
     def table(self, table_id: int) -> tuple[TableBinding, MatchTable]:
         """The binding and target table of a P4Info table id (INVALID_ARGUMENT if none)."""
@@ -139,4 +142,10 @@ def build_pipeline(config: p4runtime_pb2.ForwardingPipelineConfig) -> Pipeline:
         packet_in=index.controller_headers.get(PACKET_IN),
         packet_out=index.controller_headers.get(PACKET_OUT),
         tables=program.tables,
+        profiles={
+            pid: ProfileManager(index.action_profiles[pid], profile,
+                                [binding.tables[t] for t in index.action_profiles[pid].table_ids
+                                 if t in binding.tables])
+            for pid, profile in binding.action_profiles.items()
+        },
     )

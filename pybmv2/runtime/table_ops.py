@@ -30,7 +30,7 @@ from pybmv2.runtime.errors import P4RuntimeError, from_target_error
 from pybmv2.runtime.p4info import P4Ids, TableBinding
 from pybmv2.runtime.pipeline import Pipeline, invalid_id
 from pybmv2.runtime.values import EntryValue
-from pybmv2.tables import ActionCall, MatchTable, TableEntry
+from pybmv2.tables import NO_ACTION, ActionCall, IndirectIndex, MatchTable, TableEntry
 
 __all__ = ["read_direct_counters", "read_table_entries", "write_direct_counter",
            "write_table_entry"]
@@ -81,8 +81,29 @@ def _check_default_key(n_matches: int, priority: int) -> None:
 
 
 def _check_action(p: Pipeline, tb: TableBinding, msg: EntryValue) -> None:
+    if tb.info.implementation_id:
+        _check_indirect_action(tb, msg)
+        return
     check_table_action(p.index, tb.info, msg.is_default_action, msg.action_kind,
                        msg.action[0] if msg.action is not None else 0)
+
+
+def _check_indirect_action(tb: TableBinding, msg: EntryValue) -> None:
+    """PI's ``validate_action`` for a table with an action profile implementation."""
+    if msg.is_default_action:
+        raise invalid(f"Cannot set / reset default action for indirect table {tb.info.id}")
+    if msg.action_kind == "action":
+        raise invalid(f"Cannot provide direct action for indirect table {tb.info.id}")
+    if msg.action_kind == "action_profile_action_set":
+        raise P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED,
+                             "one-shot action selector programming is not supported")
+
+
+def _indirect(p: Pipeline, tb: TableBinding, msg: EntryValue) -> IndirectIndex | None:
+    """The member or group of an indirect table's entry (None without an action)."""
+    if not tb.info.implementation_id or msg.action_kind is None:
+        return None
+    return p.profiles[tb.info.implementation_id].index_of(msg.action_kind, msg.indirect_id)
 
 
 def _call(p: Pipeline, tb: TableBinding, msg: EntryValue) -> ActionCall | None:
@@ -93,6 +114,8 @@ def _call(p: Pipeline, tb: TableBinding, msg: EntryValue) -> ActionCall | None:
     """
     if msg.action_kind is None:
         return None
+    if tb.info.implementation_id:
+        return NO_ACTION
     action = msg.action
     assert action is not None
     memo = p.action_calls
@@ -145,7 +168,8 @@ def _insert(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -
     if _find(table, key, priority) is not None:
         raise P4RuntimeError(grpc.StatusCode.ALREADY_EXISTS,
                              "Match entry exists, use MODIFY if you wish to change action")
-    entry = TableEntry(key, call, priority, metadata=msg.controller_metadata)
+    entry = TableEntry(key, call, priority, metadata=msg.controller_metadata,
+                       indirect=_indirect(p, tb, msg))
     if msg.metadata:
         entry.extra["metadata"] = msg.metadata
     table.insert(entry)
@@ -172,7 +196,11 @@ def _modify(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -
         if call is not None:
             raise _denied("const entries cannot be modified, except their direct resources")
     elif call is not None:
-        table.modify(key, priority, call)
+        index = _indirect(p, tb, msg)
+        if index is not None:
+            table.modify_indirect(key, priority, index)
+        else:
+            table.modify(key, priority, call)
         entry.metadata = msg.controller_metadata
         entry.extra["metadata"] = msg.metadata
     if msg.counter_data is not None:
@@ -223,7 +251,10 @@ def _encode_entry(p: Pipeline, tb: TableBinding, entry: TableEntry,
                   out: p4runtime_pb2.TableEntry) -> None:
     out.table_id = tb.info.id
     encode_match_key(tb, entry.key, entry.priority, out)
-    encode_action(p.index, tb, entry.action, out.action.action)
+    if entry.indirect is not None:
+        p.profiles[tb.info.implementation_id].encode_index(entry.indirect, out.action)
+    else:
+        encode_action(p.index, tb, entry.action, out.action.action)
     out.controller_metadata = entry.metadata
     out.metadata = entry.extra.get("metadata", b"")
     # PI (simple_switch_grpc 1.15) never sets is_const on the entries it reads back.

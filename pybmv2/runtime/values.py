@@ -41,18 +41,21 @@ class EntryValue:
     member of the TableAction oneof (``""`` if none is), and ``action`` holds the direct
     action when that member is ``"action"``. ``counter_data`` is ``(packet_count,
     byte_count)`` when the entry carries one; ``has_meter`` says whether ``meter_config`` or
-    ``meter_counter_data`` is set.
+    ``meter_counter_data`` is set. ``indirect_id`` is the member or group id of an
+    ``action_profile_member_id`` / ``action_profile_group_id`` action.
     """
 
     __slots__ = ("action", "action_kind", "controller_metadata", "counter_data",
-                 "has_meter", "has_time_since_last_hit", "idle_timeout_ns", "is_const",
-                 "is_default_action", "matches", "metadata", "priority", "table_id")
+                 "has_meter", "has_time_since_last_hit", "idle_timeout_ns",
+                 "indirect_id", "is_const", "is_default_action", "matches", "metadata", "priority",
+                 "table_id")
 
     def __init__(self, table_id: int, matches: tuple[MatchValue, ...], action_kind: str | None,
                  action: ActionValue | None, priority: int, controller_metadata: int,
                  metadata: bytes, is_default_action: bool, is_const: bool = False,
                  has_time_since_last_hit: bool = False, has_meter: bool = False,
-                 counter_data: tuple[int, int] | None = None, idle_timeout_ns: int = 0) -> None:
+                 counter_data: tuple[int, int] | None = None, idle_timeout_ns: int = 0,
+                 indirect_id: int = 0) -> None:
         self.table_id = table_id
         self.matches = matches
         self.action_kind = action_kind
@@ -66,6 +69,7 @@ class EntryValue:
         self.has_meter = has_meter
         self.counter_data = counter_data
         self.idle_timeout_ns = idle_timeout_ns
+        self.indirect_id = indirect_id
 
     def _fields(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in self.__slots__)
@@ -107,10 +111,13 @@ def entry_from_proto(msg: p4runtime_pb2.TableEntry) -> EntryValue:
     """The :class:`EntryValue` of a protobuf TableEntry."""
     action_kind: str | None = None
     action: ActionValue | None = None
+    indirect_id = 0
     if msg.HasField("action"):
         action_kind = msg.action.WhichOneof("type") or ""
         if action_kind == "action":
             action = action_from_proto(msg.action.action)
+        elif action_kind in ("action_profile_member_id", "action_profile_group_id"):
+            indirect_id = getattr(msg.action, action_kind)
     counter_data = None
     if msg.HasField("counter_data"):
         counter_data = (msg.counter_data.packet_count, msg.counter_data.byte_count)
@@ -128,4 +135,5 @@ def entry_from_proto(msg: p4runtime_pb2.TableEntry) -> EntryValue:
         has_meter=msg.HasField("meter_config") or msg.HasField("meter_counter_data"),
         counter_data=counter_data,
         idle_timeout_ns=msg.idle_timeout_ns,
+        indirect_id=indirect_id,
     )

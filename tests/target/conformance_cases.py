@@ -43,12 +43,31 @@ class Rule:
     params: dict[str, str | int] = field(default_factory=dict)
     priority: int = 0
     default: bool = False
+    member: int | None = None  # entries of action-profile tables point to a member...
+    group: int | None = None  # ...or to a selector group
+
+
+@dataclass(frozen=True)
+class Member:
+    profile: str
+    id: int
+    action: str
+    params: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Group:
+    profile: str
+    id: int
+    members: tuple[tuple[int, int], ...]  # (member id, weight)
 
 
 @dataclass(frozen=True)
 class Program:
     name: str
     rules: tuple[Rule, ...] = ()
+    members: tuple[Member, ...] = ()
+    groups: tuple[Group, ...] = ()
     multicast: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = ()
     clone_sessions: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = ()
     packets: tuple[tuple[str, int, bytes], ...] = ()  # (name, ingress port, frame)
@@ -167,4 +186,35 @@ STATEFUL = Program(
     ),
 )
 
-PROGRAMS = (ARITH, MATCHING, PARSING, REPLICATION, HASHING, STATEFUL)
+SELECTORS = Program(
+    "selectors",
+    members=(
+        Member("prof", 1, "tag2", {"value": 111}), Member("prof", 2, "tag2", {"value": 222}),
+        Member("ecmp_sel", 10, "fwd", {"port": 2, "value": 10}), Member("ecmp_sel", 11, "fwd", {"port": 3, "value": 11}),
+        Member("ecmp_sel", 12, "fwd", {"port": 4, "value": 12}), Member("ecmp_sel", 13, "fwd", {"port": 2, "value": 13}),
+        Member("wide_sel", 20, "tag3", {"value": 20}), Member("wide_sel", 21, "tag3", {"value": 21}),
+    ),
+    groups=(
+        Group("ecmp_sel", 100, ((10, 1), (11, 1), (12, 1))),
+        Group("ecmp_sel", 101, ((11, 2), (13, 1))),
+        Group("wide_sel", 200, ((20, 1), (21, 1))),
+    ),
+    rules=(
+        Rule("ecmp", {"hdr.probe.a32": "10.0.0.0/8"}, "", group=100),
+        Rule("ecmp", {"hdr.probe.a32": "11.0.0.0/8"}, "", group=101),
+        Rule("ecmp", {"hdr.probe.a32": "12.0.0.0/8"}, "", member=10),
+        Rule("wide", {"hdr.probe.a8": "1"}, "", group=200),
+        Rule("wide", {"hdr.probe.a8": "2"}, "", member=21),
+        Rule("by_op", {"hdr.probe.op": "1"}, "", member=1),
+        Rule("by_op", {"hdr.probe.op": "2"}, "", member=2),
+    ),
+    packets=(
+        *((f"spread-{i}", 1, probe(1 + i % 3, 1 + i % 2, i * 37 % 256, 100 + i, i * 7919 % 65536,
+                                   ((10 + i % 3) << 24) | i, i * 2654435761 % (1 << 32),
+                                   src=f"00:00:00:00:{i:02x}:01"))
+          for i in range(24)),
+        ("miss-no-route", 1, probe(1, 1, a32=0x0D000001)),
+    ),
+)
+
+PROGRAMS = (ARITH, MATCHING, PARSING, REPLICATION, HASHING, STATEFUL, SELECTORS)

@@ -16,6 +16,8 @@ from conformance_cases import PROGRAMS, Program
 from controller.p4build import PROGRAM_DIRS, pipeline_files
 from controller.p4runtime.entities import (
     TableRule,
+    action_profile_group,
+    action_profile_member,
     clone_session_entry,
     encode_rule,
     multicast_group_entry,
@@ -28,12 +30,20 @@ GOLDEN = Path(__file__).parent / "golden"
 
 
 def install(sw: PacketTarget, program: Program) -> None:
-    updates = []
+    updates = [update("insert", action_profile_member(sw.schema, m.profile, m.id, m.action, m.params))
+               for m in program.members]
+    updates += [update("insert", action_profile_group(sw.schema, g.profile, g.id, g.members))
+                for g in program.groups]
     for r in program.rules:
         table = sw.schema.table(r.table)
         match = dict(parse_match(table, name, text) for name, text in r.match.items())
         rule = TableRule(table.name, match, r.action, r.params, r.priority, r.default)
-        updates.append(update("modify" if r.default else "insert", encode_rule(sw.schema, rule)))
+        entry = encode_rule(sw.schema, rule)
+        if r.member is not None:
+            entry.action.action_profile_member_id = r.member
+        elif r.group is not None:
+            entry.action.action_profile_group_id = r.group
+        updates.append(update("modify" if r.default else "insert", entry))
     for group, replicas in program.multicast:
         updates.append(update("insert", multicast_group_entry(group, replicas)))
     for session, replicas in program.clone_sessions:

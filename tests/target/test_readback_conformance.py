@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conformance_cases import MATCHING, REPLICATION
+from conformance_cases import MATCHING, REPLICATION, SELECTORS
 from google.protobuf import json_format
 from p4.v1 import p4runtime_pb2
 from test_conformance import install
@@ -23,7 +23,11 @@ def _wildcards() -> list[p4runtime_pb2.Entity]:
     table.table_entry.table_id = 0
     groups = p4runtime_pb2.Entity()
     groups.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 0
-    return [table, groups]
+    members = p4runtime_pb2.Entity()
+    members.action_profile_member.action_profile_id = 0
+    profile_groups = p4runtime_pb2.Entity()
+    profile_groups.action_profile_group.action_profile_id = 0
+    return [table, groups, members, profile_groups]
 
 
 def _read_all(sw) -> list[dict]:
@@ -34,7 +38,7 @@ def _read_all(sw) -> list[dict]:
     return out
 
 
-@pytest.mark.parametrize("program", [MATCHING, REPLICATION], ids=lambda p: p.name)
+@pytest.mark.parametrize("program", [MATCHING, REPLICATION, SELECTORS], ids=lambda p: p.name)
 def test_wildcard_reads_match_bmv2(program, target_name: str, pytestconfig: pytest.Config) -> None:
     record = bool(pytestconfig.getoption("--record-golden"))
     if record and target_name != "bmv2":
