@@ -10,7 +10,7 @@ from pathlib import Path
 
 from controller.errors import ReadinessTimeout
 
-__all__ = ["free_tcp_port", "wait_for", "wait_for_tcp"]
+__all__ = ["free_tcp_port", "tcp_open", "wait_for", "wait_for_tcp"]
 
 
 def wait_for(condition: Callable[[], bool], *, timeout: float, what: str, interval: float = 0.02) -> float:
@@ -25,7 +25,7 @@ def wait_for(condition: Callable[[], bool], *, timeout: float, what: str, interv
         time.sleep(interval)
 
 
-def _tcp_open(host: str, port: int) -> bool:
+def tcp_open(host: str, port: int) -> bool:
     """A listener accepts on host:port (a TCP self-connection does not count)."""
     try:
         with socket.create_connection((host, port), timeout=0.2) as sock:
@@ -36,7 +36,7 @@ def _tcp_open(host: str, port: int) -> bool:
 
 def wait_for_tcp(address: str, *, timeout: float, what: str = "") -> float:
     host, _, port = address.rpartition(":")
-    return wait_for(lambda: _tcp_open(host or "127.0.0.1", int(port)), timeout=timeout,
+    return wait_for(lambda: tcp_open(host or "127.0.0.1", int(port)), timeout=timeout,
                     what=what or f"TCP server at {address}")
 
 

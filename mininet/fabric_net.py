@@ -140,8 +140,6 @@ class EmulatedFabric:
 
         self.live = dataclasses.replace(
             self.topo, switches=tuple(dataclasses.replace(s, grpc=grpc[s.name]) for s in self.topo.switches))
-        if self.publish:
-            dump_topology(self.live, current_fabric_path())
         if self.install:
             t0 = time.monotonic()
             reports = install_fabric(self.live, options=InstallOptions())
@@ -149,6 +147,8 @@ class EmulatedFabric:
             if failed:
                 raise EmulationError("rule installation failed: " + "; ".join(f"{r.switch}: {r.error}" for r in failed))
             self.timings.rules_s = time.monotonic() - t0
+        if self.publish:  # last: a published fabric is a ready one
+            dump_topology(self.live, current_fabric_path())
         return self
 
     def _configure_hosts(self) -> None:

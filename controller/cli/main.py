@@ -75,6 +75,34 @@ def _experiment(args: argparse.Namespace) -> int:
     return run_emulation_module(modules[args.name], rest)
 
 
+def _fabric_up(args: argparse.Namespace) -> int:
+    from controller.emulation import run_emulation_module
+
+    rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
+    return run_emulation_module("fabric_up", rest)
+
+
+def _fabric_status(args: argparse.Namespace) -> int:
+    from controller.cli.output import emit, format_table
+    from controller.cli.switch_args import current_fabric_path
+    from controller.readiness import tcp_open
+    from controller.topology import load_topology
+
+    path = current_fabric_path()
+    if not path.exists():
+        emit({"running": False}, as_json=args.json, text="no emulated fabric is running")
+        return 1
+    topo = load_topology(path)
+    rows = []
+    for s in topo.switches:
+        host, _, port = (s.grpc or ":0").rpartition(":")
+        rows.append({"switch": s.name, "role": s.role, "grpc": s.grpc,
+                     "reachable": tcp_open(host or "127.0.0.1", int(port or 0))})
+    emit({"running": True, "topology": topo.name, "switches": rows}, as_json=args.json,
+         text=f"{topo.name} ({topo.kind}), published in {path}\n" + format_table(rows))
+    return 0
+
+
 def _model(args: argparse.Namespace) -> int:
     from controller.experiments.results import new_results_dir
     from controller.models.report import write_report
@@ -145,6 +173,21 @@ def build_parser() -> argparse.ArgumentParser:
     em.add_argument("name", choices=("rail-only",))
     em.add_argument("--out", type=Path, default=None)
     em.set_defaults(func=_model)
+
+    f = sub.add_parser("fabric", help="run an emulated fabric to use the CLI against (root)")
+    fsub = f.add_subparsers(dest="fabric_command", metavar="ACTION", required=True)
+    fu = fsub.add_parser(
+        "up", help="build a topology in Mininet, install its rules, run until Ctrl-C",
+        epilog="examples: mlfabric fabric up topologies/rail-only-4x4.yaml\n"
+               "          mlfabric fabric up topologies/rail-fat-tree-4x4.yaml --target bmv2 --cli\n"
+               "          mlfabric fabric up TOPOLOGY -- --help",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    fu.add_argument("rest", nargs=argparse.REMAINDER, help="TOPOLOGY and the options of fabric up")
+    fu.set_defaults(func=_fabric_up)
+    fs = fsub.add_parser("status", help="the running fabric's switches and whether they answer",
+                         epilog="example: mlfabric fabric status --json")
+    fs.add_argument("--json", action="store_true")
+    fs.set_defaults(func=_fabric_status)
 
     from controller.cli import device_cmds, rules_cmds, topology_cmds
 

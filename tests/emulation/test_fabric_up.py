@@ -1,0 +1,44 @@
+"""`mlfabric fabric up` keeps a fabric running for the CLI and tears it down on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from controller.cli import main
+from controller.cli.switch_args import current_fabric_path
+from controller.netstate import state_dir
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_fabric_up_serves_the_cli_then_tears_down(target_name: str, capsys) -> None:
+    published = current_fabric_path()
+    assert not published.exists(), "another emulated fabric is running"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controller.cli.main", "fabric", "up", "topologies/rail-only-4x4.yaml",
+         "--target", target_name, "--for", "120"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not published.exists():
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            assert time.monotonic() < deadline, "the fabric did not come up"
+            time.sleep(0.1)
+        assert main(["fabric", "status", "--json"]) == 0
+        status = json.loads(capsys.readouterr().out)
+        assert [s["reachable"] for s in status["switches"]] == [True] * 4
+        assert main(["rules", "show", "rail2", "--json"]) == 0
+        rules = json.loads(capsys.readouterr().out)
+        assert len(rules["RailIngress.ipv4_lpm"]) == 4
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert "torn down" in out
+    assert not published.exists()
+    assert list(state_dir().glob("fabric-*.json")) == []
