@@ -15,11 +15,12 @@ import sys
 import threading
 from pathlib import Path
 
+from fabric_net import EmulatedFabric
+
 from controller.cli.output import format_table
 from controller.cli.switch_args import current_fabric_path
 from controller.errors import MlfabricError
 from controller.topology import load_topology
-from fabric_net import EmulatedFabric
 
 
 def main(argv: list[str]) -> int:
