@@ -59,7 +59,13 @@ def parse_rule_tokens(schema: P4Schema, table_name: str, tokens: list[str], prio
 
 
 def _load(args: argparse.Namespace):
-    return require_valid(load_topology(args.topology_file), str(args.topology_file))
+    topo = require_valid(load_topology(args.topology_file), str(args.topology_file))
+    if args.exclude:
+        try:
+            topo = topo.without(set(args.exclude))
+        except KeyError as exc:
+            raise MlfabricError(str(exc.args[0])) from None
+    return topo
 
 
 def _report_rows(reports) -> list[dict]:
@@ -137,6 +143,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--batch-size", type=int, default=1000)
         p.add_argument("--atomic", action="store_true",
                        help="roll back a switch's batch if any update fails (emulated: BMv2 has no atomic writes)")
+        p.add_argument("--exclude", action="append", default=[], metavar="SWITCH",
+                       help="leave out a failed switch: routes are compiled around it (repeatable)")
         p.add_argument("--json", action="store_true")
         p.set_defaults(func=func)
     s = rsub.add_parser("show", help="read a switch's entries (natural notation)",

@@ -139,6 +139,21 @@ class Topology:
             ports[int(lk.end(switch).port)] = lk.other(switch)
         return ports
 
+    def without(self, switches: set[str] | frozenset[str]) -> Topology:
+        """The fabric with ``switches`` (and their links) removed: what survives a failure.
+
+        >>> from controller.topology import rail_fat_tree
+        >>> t = rail_fat_tree(2, 2, spines=2).without({"spine0"})
+        >>> [s.name for s in t.switches], len(t.links)
+        (['rail0', 'rail1', 'spine1'], 6)
+        """
+        unknown = set(switches) - {s.name for s in self.switches}
+        if unknown:
+            raise KeyError(f"no switch {sorted(unknown)} in topology {self.name!r}")
+        keep = tuple(s for s in self.switches if s.name not in switches)
+        links = tuple(lk for lk in self.links if lk.a.node not in switches and lk.b.node not in switches)
+        return Topology(self.name, self.kind, self.hosts, keep, links, dict(self.params), dict(self.schedules))
+
     @property
     def rails(self) -> int:
         rails = self.params.get("rails")
