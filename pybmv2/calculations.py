@@ -2,6 +2,7 @@
 
 A calculation concatenates its inputs bitwise (fields of invalid headers are skipped, as
 BMv2's BufBuilder does), pads the last byte with zeros and applies an algorithm to the bytes.
+A varbit field contributes its current length's worth of bits.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from pybmv2.errors import JsonFormatError, UnsupportedJsonError
 from pybmv2.expressions import parse_hexstr
-from pybmv2.layout import PhvLayout
+from pybmv2.layout import FieldSlot, HeaderLayout, PhvLayout
 from pybmv2.state import PacketState
 
 __all__ = ["ALGORITHMS", "Calculation", "crc16", "csum16", "identity"]
@@ -141,6 +142,8 @@ class Calculation:
         self.algo: Callable[[bytes], int] = ALGORITHMS[algo]
         # Each input: (header id or -1 for constants, slot index, width, constant value)
         self._inputs: list[tuple[int, int, int, int]] = []
+        #: input position -> slot of the varbit length, for inputs that are varbit fields
+        self._varbit_lengths: dict[int, int] = {}
         self._with_payload = False
         for item in spec.get("input", []):
             kind = item.get("type")
@@ -149,8 +152,7 @@ class Calculation:
                 header = layout.header(hname)
                 if fname == "$valid$":
                     raise UnsupportedJsonError(f"calculation {self.name!r}: $valid$ input")
-                slot = layout.field(hname, fname)
-                self._inputs.append((header.id, slot.index, slot.width, 0))
+                self._add_field(header, layout.field(hname, fname))
             elif kind == "hexstr":
                 width = int(item.get("bitwidth", 0))
                 if width <= 0:
@@ -159,18 +161,32 @@ class Calculation:
             elif kind == "header":
                 header = layout.header(item["value"])
                 for slot in header.fields:
-                    self._inputs.append((header.id, slot.index, slot.width, 0))
+                    self._add_field(header, slot)
             elif kind == "payload":
                 self._with_payload = True
             else:
                 raise UnsupportedJsonError(f"calculation {self.name!r}: input type {kind!r}")
+
+    def _add_field(self, header: HeaderLayout, slot: FieldSlot) -> None:
+        if slot.varbit and header.length_index is not None:
+            self._varbit_lengths[len(self._inputs)] = header.length_index
+        self._inputs.append((header.id, slot.index, slot.width, 0))
+
+    def _widths(self, s: PacketState) -> list[tuple[int, int, int, int]]:
+        """The inputs with each varbit's width set to its current length."""
+        inputs = list(self._inputs)
+        for pos, length_index in self._varbit_lengths.items():
+            hid, idx, _, const = inputs[pos]
+            inputs[pos] = (hid, idx, s.values[length_index], const)
+        return inputs
 
     def input_bytes(self, s: PacketState, payload: bytes = b"") -> bytes:
         """The bytes BMv2's BufBuilder feeds to the algorithm for this packet."""
         acc = 0
         nbits = 0
         values, valid = s.values, s.valid
-        for hid, idx, width, const in self._inputs:
+        inputs = self._widths(s) if self._varbit_lengths else self._inputs
+        for hid, idx, width, const in inputs:
             if hid < 0:
                 v = const
             elif not valid[hid]:

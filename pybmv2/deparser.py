@@ -9,6 +9,7 @@ from pybmv2.errors import UnsupportedJsonError
 from pybmv2.expressions import Eval, compile_expression, field_writer
 from pybmv2.layout import PhvLayout
 from pybmv2.state import PacketState
+from pybmv2.varbit import VarbitPlan
 
 __all__ = ["Checksum", "CompiledDeparser"]
 
@@ -45,21 +46,48 @@ class Checksum:
             self._write(s, self.calc.output(s, payload))
 
 
+def _pack_fixed(values: list[int], fields: tuple[tuple[int, int, int], ...], nbytes: int) -> bytes:
+    """The bytes of a fixed-size header (``emit`` inlines this loop for speed)."""
+    x = 0
+    for idx, shift, mask in fields:
+        x |= (values[idx] & mask) << shift
+    return x.to_bytes(nbytes, "big")
+
+
 class CompiledDeparser:
-    """Emits the valid headers in the deparser's order, then the payload."""
+    """Emits the valid headers in the deparser's order, then the payload.
+
+    Programs without varbit headers use a flat plan of (header id, fields, size); with
+    varbit headers, those headers' entries carry a :class:`VarbitPlan` instead of fields.
+    """
 
     def __init__(self, layout: PhvLayout, spec: dict[str, Any]) -> None:
         self.name: str = spec["name"]
         if spec.get("primitives"):
             raise UnsupportedJsonError(f"deparser {self.name!r}: primitives are not supported")
         plan = []
+        varbits: list[tuple[int, VarbitPlan | None]] = []
         for hname in spec.get("order", []):
             hl = layout.header(hname)
             fields = tuple((s.index, s.shift, s.mask) for s in hl.fields)
             plan.append((hl.id, fields, hl.nbytes))
+            varbits.append((hl.id, VarbitPlan(hl) if hl.length_index is not None else None))
         self._plan = tuple(plan)
+        self._varbit_plan = tuple(varbits) if any(vp for _, vp in varbits) else None
+
+    def _emit_varbit(self, s: PacketState, payload: bytes) -> bytes:
+        out = bytearray()
+        values, valid = s.values, s.valid
+        for (hid, fields, nbytes), (_, vp) in zip(self._plan, self._varbit_plan or (), strict=True):
+            if not valid[hid]:
+                continue
+            out += vp.to_bytes(values) if vp is not None else _pack_fixed(values, fields, nbytes)
+        out += payload
+        return bytes(out)
 
     def emit(self, s: PacketState, payload: bytes) -> bytes:
+        if self._varbit_plan is not None:
+            return self._emit_varbit(s, payload)
         out = bytearray()
         values, valid = s.values, s.valid
         for hid, fields, nbytes in self._plan:

@@ -4,6 +4,10 @@ Every field of every header instance (packet headers and metadata alike) gets on
 flat list of Python ints, so that compiled expressions read and write ``state.values[i]``
 without any name lookup at packet time. Header validity lives in a parallel list indexed by
 header id.
+
+A header with a varbit field (width ``"*"`` in the JSON, at most one per header) gets one
+extra slot right after its fields: the varbit's current length in bits (0 until extracted,
+as BMv2 resets it). The varbit's value is an int in its own slot like any field.
 """
 
 from __future__ import annotations
@@ -25,8 +29,11 @@ class FieldSlot:
     index: int
     width: int
     signed: bool
-    #: bits between this field's least significant bit and the end of its header
+    #: bits between this field's least significant bit and the end of its header, not
+    #: counting the varbit field of the header (if any) when that comes after this field
     shift: int
+    #: a varbit field: ``width`` is its maximum, the current length is in a separate slot
+    varbit: bool = False
 
     @property
     def mask(self) -> int:
@@ -42,11 +49,33 @@ class HeaderLayout:
     type_name: str
     metadata: bool
     fields: tuple[FieldSlot, ...]
+    #: size on the wire, without the varbit field's current length
     nbits: int
+    #: the slot holding the current bit length of the varbit field; None for fixed headers
+    length_index: int | None = None
 
     @property
     def nbytes(self) -> int:
         return self.nbits // 8
+
+    @property
+    def nslots(self) -> int:
+        """Slots the header occupies (its fields, plus the varbit length slot if any)."""
+        return len(self.fields) + (self.length_index is not None)
+
+    @property
+    def varbit(self) -> FieldSlot | None:
+        """The header's varbit field, if it has one."""
+        for slot in self.fields:
+            if slot.varbit:
+                return slot
+        return None
+
+    def current_nbytes(self, values: list[int]) -> int:
+        """Size on the wire for the packet whose field values are ``values``."""
+        if self.length_index is None:
+            return self.nbits // 8
+        return (self.nbits + values[self.length_index]) // 8
 
     @property
     def first_index(self) -> int:
@@ -67,6 +96,40 @@ def _require(obj: dict[str, Any], key: str, where: str) -> Any:
         return obj[key]
     except (KeyError, TypeError):
         raise JsonFormatError(f"{where}: missing key {key!r}") from None
+
+
+def _header_layout(
+    h: dict[str, Any], name: str, htype: dict[str, Any], specs: list[Any], index: int
+) -> HeaderLayout:
+    """The layout of header instance ``h`` whose first field gets slot ``index``."""
+    type_name = htype["name"]
+    varbits = [spec[0] for spec in specs if not isinstance(spec[1], int)]
+    if len(varbits) > 1:
+        raise JsonFormatError(f"header_type {type_name!r}: more than one varbit field")
+    fixed = sum(spec[1] for spec in specs if isinstance(spec[1], int))
+    max_bits = 0
+    if varbits:
+        if "max_length" not in htype:
+            raise JsonFormatError(f"header_type {type_name!r}: varbit field without max_length")
+        max_bits = int(htype["max_length"]) * 8 - fixed
+        if max_bits <= 0:
+            raise UnsupportedJsonError(f"header_type {type_name!r}: varbit layout {specs}")
+    slots = []
+    remaining = fixed
+    for spec in specs:
+        fname, width = spec[0], spec[1]
+        signed = bool(spec[2]) if len(spec) > 2 else False
+        if isinstance(width, int):
+            remaining -= width
+            slots.append(FieldSlot(name, fname, index, width, signed, remaining))
+        else:
+            slots.append(FieldSlot(name, fname, index, max_bits, False, remaining, varbit=True))
+        index += 1
+    metadata = bool(h.get("metadata", False))
+    if not metadata and fixed % 8:
+        raise JsonFormatError(f"header {name!r}: {fixed} bits is not a whole byte count")
+    length_index = index if varbits else None
+    return HeaderLayout(name, int(h["id"]), type_name, metadata, tuple(slots), fixed, length_index)
 
 
 @dataclass(slots=True)
@@ -96,26 +159,8 @@ class PhvLayout:
             if type_name not in types:
                 raise JsonFormatError(f"header {name!r}: unknown header_type {type_name!r}")
             specs = _require(types[type_name], "fields", f"header_type {type_name!r}")
-            total = 0
-            for spec in specs:
-                width = spec[1]
-                if not isinstance(width, int):
-                    raise UnsupportedJsonError(
-                        f"header_type {type_name!r}: varbit field {spec[0]!r} is not supported"
-                    )
-                total += width
-            slots = []
-            consumed = 0
-            for spec in specs:
-                fname, width = spec[0], spec[1]
-                signed = bool(spec[2]) if len(spec) > 2 else False
-                consumed += width
-                slots.append(FieldSlot(name, fname, index, width, signed, total - consumed))
-                index += 1
-            metadata = bool(h.get("metadata", False))
-            if not metadata and total % 8:
-                raise JsonFormatError(f"header {name!r}: {total} bits is not a whole byte count")
-            hl = HeaderLayout(name, int(h["id"]), type_name, metadata, tuple(slots), total)
+            hl = _header_layout(h, name, types[type_name], specs, index)
+            index += hl.nslots
             layout.headers.append(hl)
             layout._by_name[name] = hl
         layout.headers.sort(key=lambda hl: hl.id)

@@ -20,8 +20,9 @@ from pybmv2.expressions import (
     valid_reader,
 )
 from pybmv2.layout import HeaderLayout
-from pybmv2.primitives import Externs, compile_primitive
+from pybmv2.primitives import Externs, assign_varbit, compile_primitive
 from pybmv2.state import PacketState
+from pybmv2.varbit import VarbitPlan
 
 __all__ = ["CompiledParser", "ParserError"]
 
@@ -57,6 +58,8 @@ class _State:
 
 
 def _extractor(header: HeaderLayout, too_short: int) -> Callable[[PacketState], None]:
+    if header.length_index is not None:
+        raise UnsupportedJsonError(f"header {header.name!r} has a varbit field: use extract_VL")
     nbytes = header.nbytes
     hid = header.id
     first = header.first_index
@@ -80,6 +83,43 @@ def _extractor(header: HeaderLayout, too_short: int) -> Callable[[PacketState], 
         s.offset = end
 
     return extract
+
+
+def _vl_extractor(header: HeaderLayout, length: KeyFn, errors: dict[str, int]) -> Op:
+    """BMv2's extract_VL: ``length`` is the varbit's size in bits, a multiple of 8.
+
+    The checks come in BMv2's order: ParserInvalidArgument for a length that is not a whole
+    number of bytes, PacketTooShort when the packet ends first, then HeaderTooShort when the
+    header would exceed its type's ``max_length``.
+    """
+    plan = VarbitPlan(header)
+    fixed_bytes = header.nbytes
+    max_bytes = (header.nbits + header.fields[plan.varbit_index - plan.first].width) // 8
+    hid, first, nfields, length_index = header.id, plan.first, plan.nfields, plan.length_index
+    invalid = errors.get("ParserInvalidArgument", 6)
+    too_short = errors.get("PacketTooShort", 1)
+    header_too_short = errors.get("HeaderTooShort", 4)
+
+    def extract_vl(s: PacketState) -> None:
+        nbits = length(s) & 0xFFFFFFFF
+        if nbits >= 1 << 31:  # BMv2 reads the length as a C int
+            nbits -= 1 << 32
+        if nbits % 8:
+            raise ParserError(invalid)
+        nbytes = fixed_bytes + nbits // 8
+        start = s.offset
+        end = start + nbytes
+        if nbits < 0 or end > len(s.data):
+            raise ParserError(too_short)
+        if nbytes > max_bytes:
+            raise ParserError(header_too_short)
+        x = int.from_bytes(s.data[start:end], "big")
+        s.values[first : first + nfields] = plan.unpack(x, nbits)
+        s.values[length_index] = nbits
+        s.valid[hid] = True
+        s.offset = end
+
+    return extract_vl
 
 
 class CompiledParser:
@@ -160,10 +200,23 @@ class CompiledParser:
 
                 return extract_next
             raise UnsupportedJsonError(f"extract of {p['type']!r}")
+        if kind == "extract_VL":
+            p = params[0]
+            if p["type"] != "regular":
+                raise UnsupportedJsonError(f"extract_VL of {p['type']!r}")
+            length = compile_operand(layout, params[1])
+            return _vl_extractor(layout.header(p["value"]), length, self._errors)
         if kind == "set":
             dst = params[0]
             if dst.get("type") != "field":
                 raise UnsupportedJsonError(f"parser set of {dst.get('type')!r}")
+            if layout.field(*dst["value"]).varbit:
+                assign_vl = assign_varbit(layout, dst, params[1])
+
+                def set_varbit(s: PacketState) -> None:
+                    assign_vl(s)
+
+                return set_varbit
             write = field_writer(layout.field(*dst["value"]))
             src_spec = params[1]
             if src_spec.get("type") == "lookahead":

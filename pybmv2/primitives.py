@@ -21,10 +21,10 @@ from pybmv2.expressions import (
     field_writer,
 )
 from pybmv2.externs import CounterArray, MeterArray, RegisterArray
-from pybmv2.layout import PhvLayout
+from pybmv2.layout import HeaderLayout, PhvLayout
 from pybmv2.state import PacketState
 
-__all__ = ["Action", "Externs", "Primitive", "compile_action", "compile_primitive"]
+__all__ = ["Action", "Externs", "Primitive", "assign_varbit", "compile_action", "compile_primitive"]
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +68,9 @@ def _writer_for(ext: Externs, operand: dict[str, Any]) -> Callable[[PacketState,
     return field_writer(ext.layout.field(header, name))
 
 
-def _header_slots(ext: Externs) -> dict[int, tuple[int, int, int]]:
-    """header id -> (first slot, number of fields, size in bytes)."""
-    return {hl.id: (hl.first_index, len(hl.fields), hl.nbytes) for hl in ext.layout.headers}
+def _header_slots(ext: Externs) -> dict[int, tuple[int, int, HeaderLayout]]:
+    """header id -> (first slot, number of slots incl. a varbit's length slot, layout)."""
+    return {hl.id: (hl.first_index, hl.nslots, hl) for hl in ext.layout.headers}
 
 
 def _std_slot(ext: Externs, name: str) -> int | None:
@@ -111,6 +111,8 @@ def compile_primitive(ext: Externs, prim: dict[str, Any]) -> Primitive:
             s.valid[d] = s.valid[r]
 
         return assign_header
+    if op == "assign_VL":
+        return assign_varbit(layout, params[0], params[1])
     if op in ("add_header", "add_header_fast", "remove_header"):
         ref = compile_header_ref(layout, params[0])
         slots = _header_slots(ext)
@@ -119,7 +121,7 @@ def compile_primitive(ext: Externs, prim: dict[str, Any]) -> Primitive:
             def remove_header(s: PacketState) -> None:
                 h = ref(s)
                 if s.valid[h]:
-                    s.pkt_len -= slots[h][2]
+                    s.pkt_len -= slots[h][2].current_nbytes(s.values)
                     s.valid[h] = False
 
             return remove_header
@@ -128,10 +130,12 @@ def compile_primitive(ext: Externs, prim: dict[str, Any]) -> Primitive:
         def add_header(s: PacketState) -> None:
             h = ref(s)
             if not s.valid[h]:
-                first, n, nbytes = slots[h]
+                first, _, hl = slots[h]
                 if count_length:
+                    # BMv2 zeroes the fields but keeps a varbit's length
+                    n = len(hl.fields)
                     s.values[first : first + n] = [0] * n
-                    s.pkt_len += nbytes
+                    s.pkt_len += hl.current_nbytes(s.values)
                 s.valid[h] = True
 
         return add_header
@@ -256,9 +260,33 @@ def compile_primitive(ext: Externs, prim: dict[str, Any]) -> Primitive:
     raise UnsupportedJsonError(f"action primitive {op!r} is not supported")
 
 
+def _varbit_ref(layout: PhvLayout, operand: dict[str, Any]) -> tuple[int, int]:
+    """(value slot, length slot) of a varbit field operand."""
+    if operand.get("type") != "field":
+        raise UnsupportedJsonError(f"assign_VL of operand {operand}")
+    hname, fname = operand["value"]
+    slot = layout.field(hname, fname)
+    length_index = layout.header(slot.header).length_index
+    if not slot.varbit or length_index is None:
+        raise JsonFormatError(f"assign_VL: {hname}.{fname} is not a varbit field")
+    return slot.index, length_index
+
+
+def assign_varbit(layout: PhvLayout, dst: dict[str, Any], src: dict[str, Any]) -> Primitive:
+    """BMv2's assign_VL: copy a varbit's value and current length (validity unchanged)."""
+    d, d_len = _varbit_ref(layout, dst)
+    r, r_len = _varbit_ref(layout, src)
+
+    def assign_vl(s: PacketState) -> None:
+        s.values[d] = s.values[r]
+        s.values[d_len] = s.values[r_len]
+
+    return assign_vl
+
+
 def _stack_shift(
     ids: tuple[int, ...],
-    slots: dict[int, tuple[int, int, int]],
+    slots: dict[int, tuple[int, int, HeaderLayout]],
     sid: int,
     count: Eval,
     *,

@@ -12,6 +12,7 @@ import struct
 from dataclasses import dataclass, field
 
 from packettest.frames import ethernet, ipv4, udp
+from pybmv2.calculations import csum16
 
 PROBE_TYPE = 0x88B5
 SRC = "00:00:00:00:00:01"
@@ -217,4 +218,49 @@ SELECTORS = Program(
     ),
 )
 
-PROGRAMS = (ARITH, MATCHING, PARSING, REPLICATION, HASHING, STATEFUL, SELECTORS)
+
+def ipv4_with_options(options: bytes, payload: bytes = b"", *, ihl: int | None = None, tos: int = 0,
+                      good_checksum: bool = True) -> bytes:
+    """An IPv4 packet with ``options`` after the fixed header; ihl, total length and
+    checksum follow the options unless ``ihl`` forces a (possibly inconsistent) value."""
+    plain = bytearray(ipv4("10.0.0.1", "10.0.0.2", tos=tos)[:20])
+    words = ihl if ihl is not None else 5 + len(options) // 4
+    plain[0] = 0x40 | words
+    plain[2:4] = struct.pack("!H", 20 + len(options) + len(payload))
+    plain[10:12] = b"\x00\x00"
+    head = bytes(plain) + options
+    checksum = csum16(head[: 4 * words] if words >= 5 else head[:20])
+    plain[10:12] = struct.pack("!H", checksum if good_checksum else checksum ^ 0x5A5A)
+    return bytes(plain) + options + payload
+
+
+def vl(nbits: int, op: int = 0, tag: int = 0x11, body: bytes = b"", trailer: int = 0x99) -> bytes:
+    """varbit.p4's 0x88b6 header pair: a length in bits and an op, then tag, data, trailer."""
+    return ethernet(DST, SRC, 0x88B6, bytes((nbits, op, tag)) + body + bytes((trailer,)))
+
+
+OPTIONS_4 = b"\x94\x04\x00\x00"  # router alert
+OPTIONS_40 = bytes(range(1, 41))
+VARBIT = Program("varbit", packets=(
+    ("ipv4-no-options", 1, ethernet(DST, SRC, 0x0800, ipv4_with_options(b"", b"payload"))),
+    ("ipv4-4-options", 1, ethernet(DST, SRC, 0x0800, ipv4_with_options(OPTIONS_4, b"payload"))),
+    ("ipv4-40-options", 1, ethernet(DST, SRC, 0x0800, ipv4_with_options(OPTIONS_40, b"payload"))),
+    ("ipv4-8-options-no-payload", 1, ethernet(DST, SRC, 0x0800, ipv4_with_options(OPTIONS_40[:8]))),
+    ("ipv4-bad-checksum", 1, ethernet(DST, SRC, 0x0800,
+                                      ipv4_with_options(OPTIONS_4, b"x", good_checksum=False))),
+    ("ipv4-strip-options", 1, ethernet(DST, SRC, 0x0800, ipv4_with_options(OPTIONS_40[:12], b"pp", tos=1))),
+    ("ipv4-options-truncated", 1, ethernet(DST, SRC, 0x0800, ipv4_with_options(OPTIONS_40[:8], ihl=15))),
+    ("ipv4-ihl-too-small", 1, ethernet(DST, SRC, 0x0800, ipv4_with_options(b"", b"abcd", ihl=3))),
+    ("vl-empty", 1, vl(0)),
+    ("vl-16", 1, vl(16, body=b"\xab\xcd", trailer=0x42)),
+    ("vl-64-with-tail", 1, vl(64, body=bytes(range(8))) + b"tail"),
+    ("vl-header-too-short", 1, vl(72, body=bytes(range(9))) + b"more"),
+    ("vl-packet-too-short", 1, vl(64, body=b"\x01\x02")),
+    ("vl-not-whole-bytes", 1, vl(12, body=b"\x01\x02")),
+    ("vl-assign-varbit", 1, vl(24, 1, body=b"\x0a\x0b\x0c")),
+    ("vl-copy-header", 1, vl(40, 2, body=b"\x05\x04\x03\x02\x01") + b"p"),
+    ("vl-set-valid-empty", 1, vl(16, 3, body=b"\x77\x88")),
+    ("vl-set-invalid", 1, vl(16, 4, body=b"\x77\x88")),
+))
+
+PROGRAMS = (ARITH, MATCHING, PARSING, REPLICATION, HASHING, STATEFUL, SELECTORS, VARBIT)
