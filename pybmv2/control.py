@@ -7,7 +7,8 @@ from typing import Any
 
 from pybmv2.action_profiles import ActionProfile
 from pybmv2.errors import JsonFormatError, UnsupportedJsonError
-from pybmv2.expressions import compile_expression
+from pybmv2.expressions import compile_expression, field_writer
+from pybmv2.externs import GREEN, MeterArray
 from pybmv2.layout import PhvLayout
 from pybmv2.primitives import Action
 from pybmv2.state import PacketState
@@ -16,6 +17,8 @@ from pybmv2.tables import ActionCall, MatchTable, TableEntry
 __all__ = ["CompiledPipeline", "parse_action_entry"]
 
 Node = Callable[[PacketState], Any]
+#: what a table does with the entry a packet hits before its action runs
+HitHook = Callable[[PacketState, TableEntry], None]
 
 
 def parse_action_entry(spec: dict[str, Any]) -> ActionCall:
@@ -33,6 +36,7 @@ class CompiledPipeline:
         spec: dict[str, Any],
         actions: dict[int, Action],
         direct_counters: dict[str, Any],
+        direct_meters: dict[str, MeterArray] | None = None,
     ) -> None:
         self.name: str = spec["name"]
         #: the control's action profiles and selectors, by name
@@ -70,8 +74,9 @@ class CompiledPipeline:
 
         for t in spec.get("tables", []):
             table = self.tables[t["name"]]
-            counter = direct_counters.get(table.name)
-            cells[table.name].append(self._table_node(table, t, actions, ref, counter is not None, self._trace))
+            on_hit = _hit_hook(layout, table, table.name in direct_counters,
+                               (direct_meters or {}).get(table.name))
+            cells[table.name].append(self._table_node(table, t, actions, ref, on_hit, self._trace))
         for c in spec.get("conditionals", []):
             cells[c["name"]].append(self._conditional_node(layout, c, ref, self._trace))
         init = spec.get("init_table")
@@ -113,7 +118,7 @@ class CompiledPipeline:
         t: dict[str, Any],
         actions: dict[int, Action],
         ref: Callable[[str | None], list[Node] | None],
-        count_hits: bool,
+        on_hit: HitHook | None,
         trace: list[Callable[[str], None] | None],
     ) -> Node:
         next_tables = t.get("next_tables", {})
@@ -148,7 +153,7 @@ class CompiledPipeline:
         if profile is not None:
             return CompiledPipeline._indirect_node(
                 table, profile, runners, names, by_action, base_default,
-                (hit_cell, miss_cell) if hit_miss else None, count_hits, trace)
+                (hit_cell, miss_cell) if hit_miss else None, on_hit, trace)
 
         def apply(s: PacketState) -> Any:
             entry = table.lookup(s)
@@ -156,9 +161,8 @@ class CompiledPipeline:
                 call = table.default
             else:
                 call = entry.action
-                if count_hits:
-                    entry.packets += 1
-                    entry.bytes += len(s.data)
+                if on_hit is not None:
+                    on_hit(s, entry)
             tr = trace[0]
             if tr is not None:
                 tr(f"Applying table '{table.name}': key {table.read_key(s)} "
@@ -185,7 +189,7 @@ class CompiledPipeline:
         by_action: dict[int, list[Node] | None],
         base_default: list[Node] | None,
         hit_miss: tuple[list[Node] | None, list[Node] | None] | None,
-        count_hits: bool,
+        on_hit: HitHook | None,
         trace: list[Callable[[str], None] | None],
     ) -> Node:
         """BMv2's ``MatchTableIndirect::lookup``: a miss runs no action (no default member
@@ -196,9 +200,8 @@ class CompiledPipeline:
             entry = table.lookup(s)
             call = None
             if entry is not None:
-                if count_hits:
-                    entry.packets += 1
-                    entry.bytes += len(s.data)
+                if on_hit is not None:
+                    on_hit(s, entry)
                 assert entry.indirect is not None
                 call = profile.resolve(s, entry.indirect)
             tr = trace[0]
@@ -254,3 +257,36 @@ class CompiledPipeline:
             if s.exit:
                 break
             node = node(s)
+
+
+def _hit_hook(layout: PhvLayout, table: MatchTable, count: bool,
+              meter: MeterArray | None) -> HitHook | None:
+    """BMv2's work on a hit before the action: count it (direct counter) and write the
+    entry's meter colour to the meter's ``result_target`` (direct meter; unconfigured is
+    green). None when the table has neither."""
+    if table.direct_meter_name is not None and (
+            meter is None or meter.name != table.direct_meter_name):
+        raise JsonFormatError(f"table {table.name!r}: direct meter "
+                              f"{table.direct_meter_name!r} is not bound to it")
+    if meter is not None and table.direct_meter_name is None:
+        raise JsonFormatError(f"direct meter {meter.name!r} is bound to table "
+                              f"{table.name!r}, which does not list it")
+    if meter is None:
+        return _count_hit if count else None
+    if meter.result_target is None:
+        raise JsonFormatError(f"direct meter {meter.name!r} has no result_target")
+    write = field_writer(layout.field(*meter.result_target))
+    units = meter.units
+
+    def meter_hit(s: PacketState, entry: TableEntry) -> None:
+        if count:
+            _count_hit(s, entry)
+        cell = entry.meter
+        write(s, GREEN if cell is None else cell.execute(units(len(s.data))))
+
+    return meter_hit
+
+
+def _count_hit(s: PacketState, entry: TableEntry) -> None:
+    entry.packets += 1
+    entry.bytes += len(s.data)

@@ -8,7 +8,7 @@ from typing import Any
 
 from pybmv2.errors import InvalidEntryError
 
-__all__ = ["CounterArray", "MeterArray", "MeterRates", "RegisterArray"]
+__all__ = ["CounterArray", "MeterArray", "MeterCell", "MeterRates", "RegisterArray", "meter_cell"]
 
 
 class CounterArray:
@@ -80,38 +80,23 @@ class MeterRates:
 GREEN, YELLOW, RED = 0, 1, 2
 
 
-class MeterArray:
-    """trTCM meters (RFC 2698) as BMv2 implements them; an unconfigured meter is green."""
+class MeterCell:
+    """One configured trTCM meter (RFC 2698) as BMv2 implements it."""
 
-    def __init__(self, spec: dict[str, Any]) -> None:
-        self.name: str = spec["name"]
-        self.id: int = int(spec["id"])
-        self.size: int = int(spec.get("size", 0))
-        self.is_direct: bool = bool(spec.get("is_direct", False))
-        self.type: str = spec.get("type", "packets")
-        self.rates: list[MeterRates | None] = [None] * self.size
-        self._tokens: list[list[float]] = [[0.0, 0.0, 0.0] for _ in range(self.size)]
+    __slots__ = ("_tokens", "rates")
 
-    def configure(self, index: int, rates: MeterRates | None) -> None:
-        if not 0 <= index < self.size:
-            raise InvalidEntryError(f"meter {self.name!r}: index {index} out of range")
-        self.rates[index] = rates
-        if rates is not None:
-            self._tokens[index] = [float(rates.pburst), float(rates.cburst), time.monotonic()]
+    def __init__(self, rates: MeterRates) -> None:
+        self.rates = rates
+        self._tokens = [float(rates.pburst), float(rates.cburst), time.monotonic()]
 
-    def execute(self, index: int, nbytes: int) -> int:
-        if not 0 <= index < self.size:
-            return GREEN
-        rates = self.rates[index]
-        if rates is None:
-            return GREEN
-        tokens = self._tokens[index]
+    def execute(self, units: int) -> int:
+        """The colour of a packet of ``units`` (1 for packet meters, else its bytes)."""
+        rates, tokens = self.rates, self._tokens
         now = time.monotonic()
         elapsed = now - tokens[2]
         tokens[2] = now
         tokens[0] = min(rates.pburst, tokens[0] + elapsed * rates.pir)
         tokens[1] = min(rates.cburst, tokens[1] + elapsed * rates.cir)
-        units = 1 if self.type == "packets" else nbytes
         if tokens[0] < units:
             return RED
         tokens[0] -= units
@@ -119,3 +104,45 @@ class MeterArray:
             return YELLOW
         tokens[1] -= units
         return GREEN
+
+
+def meter_cell(rates: MeterRates | None) -> MeterCell | None:
+    """A fresh meter for ``rates``; None (always green) for an unconfigured one."""
+    return None if rates is None else MeterCell(rates)
+
+
+class MeterArray:
+    """trTCM meters; an unconfigured meter is green.
+
+    A direct meter (``is_direct``) keeps no cells here: each entry of its ``binding`` table
+    holds its own :class:`MeterCell`, and a hit writes the colour to ``result_target``.
+    """
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.name: str = spec["name"]
+        self.id: int = int(spec["id"])
+        self.is_direct: bool = bool(spec.get("is_direct", False))
+        self.size: int = 0 if self.is_direct else int(spec.get("size", 0))
+        self.type: str = spec.get("type", "packets")
+        self.binding: str | None = spec.get("binding")
+        target = spec.get("result_target")
+        #: the (header, field) a direct meter's colour goes to
+        self.result_target: tuple[str, str] | None = (target[0], target[1]) if target else None
+        self.cells: list[MeterCell | None] = [None] * self.size
+
+    def units(self, nbytes: int) -> int:
+        """What one packet of ``nbytes`` costs: 1 for packet meters, else its bytes."""
+        return 1 if self.type == "packets" else nbytes
+
+    def configure(self, index: int, rates: MeterRates | None) -> None:
+        if not 0 <= index < self.size:
+            raise InvalidEntryError(f"meter {self.name!r}: index {index} out of range")
+        self.cells[index] = meter_cell(rates)
+
+    def rates(self, index: int) -> MeterRates | None:
+        cell = self.cells[index]
+        return None if cell is None else cell.rates
+
+    def execute(self, index: int, nbytes: int) -> int:
+        cell = self.cells[index] if 0 <= index < self.size else None
+        return GREEN if cell is None else cell.execute(self.units(nbytes))

@@ -99,12 +99,13 @@ class Program:
             raise UnsupportedJsonError(f"expected one parser, found {len(parsers)}")
         parser = CompiledParser(ext, parsers[0], errors)
         direct = {c.binding: c for c in ext.counters.values() if c.is_direct and c.binding}
+        meters = {m.binding: m for m in ext.meters.values() if m.is_direct and m.binding}
         pipelines = {p["name"]: p for p in doc.get("pipelines", [])}
         for needed in ("ingress", "egress"):
             if needed not in pipelines:
                 raise JsonFormatError(f"no {needed!r} pipeline (is this a v1model program? {arch})")
-        ingress = CompiledPipeline(layout, pipelines["ingress"], actions, direct)
-        egress = CompiledPipeline(layout, pipelines["egress"], actions, direct)
+        ingress = CompiledPipeline(layout, pipelines["ingress"], actions, direct, meters)
+        egress = CompiledPipeline(layout, pipelines["egress"], actions, direct, meters)
         deparsers = doc.get("deparsers", [])
         if len(deparsers) != 1:
             raise UnsupportedJsonError(f"expected one deparser, found {len(deparsers)}")

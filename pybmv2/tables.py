@@ -32,6 +32,7 @@ from pybmv2.state import PacketState
 
 if TYPE_CHECKING:
     from pybmv2.action_profiles import ActionProfile
+    from pybmv2.externs import MeterCell
 
 __all__ = ["ActionCall", "IndirectIndex", "KeyField", "MatchTable", "TableEntry"]
 
@@ -78,6 +79,7 @@ class TableEntry:
     metadata: int = 0  # P4Runtime controller metadata cookie
     extra: dict[str, Any] = field(default_factory=dict)
     indirect: IndirectIndex | None = None  # set in indirect tables only
+    meter: MeterCell | None = None  # the direct meter's configuration; None: always green
 
 
 def _full(width: int) -> int:
@@ -104,8 +106,8 @@ class MatchTable:
         self.profile: ActionProfile | None = None
         self.max_size: int = int(spec.get("max_size", 1024))
         self.with_counters: bool = bool(spec.get("with_counters", False))
-        if spec.get("direct_meters"):
-            raise UnsupportedJsonError(f"table {self.name!r}: direct meters are not supported")
+        #: the name of the table's direct meter array, else None
+        self.direct_meter_name: str | None = spec.get("direct_meters") or None
         self.action_ids: tuple[int, ...] = tuple(int(a) for a in spec.get("action_ids", []))
         self.action_names = action_names
         self.next_tables: dict[str, str | None] = dict(spec.get("next_tables", {}))

@@ -20,7 +20,7 @@ from google.rpc import status_pb2
 from p4.v1 import p4runtime_pb2
 
 from pybmv2.errors import TargetError
-from pybmv2.runtime import extern_ops, profile_ops, table_ops
+from pybmv2.runtime import direct_meter_ops, extern_ops, profile_ops, table_ops
 from pybmv2.runtime.errors import P4RuntimeError, batch_status, from_target_error
 from pybmv2.runtime.packetio import packet_in_message, packet_out_frame
 from pybmv2.runtime.pipeline import Pipeline, build_pipeline
@@ -217,7 +217,7 @@ class DeviceManager:
         elif which == "meter_entry":
             extern_ops.write_meter(p, kind, entity.meter_entry)
         elif which == "direct_meter_entry":
-            extern_ops.write_direct_meter(p, kind, entity.direct_meter_entry)
+            direct_meter_ops.write_direct_meter(p, kind, entity.direct_meter_entry)
         elif which == "packet_replication_engine_entry":
             extern_ops.write_pre(p, self.switch, kind, entity.packet_replication_engine_entry)
         elif which == "digest_entry":
@@ -264,7 +264,7 @@ class DeviceManager:
         elif which == "meter_entry":
             extern_ops.read_meters(p, entity.meter_entry, response)
         elif which == "direct_meter_entry":
-            extern_ops.read_direct_meters(p, entity.direct_meter_entry, response)
+            direct_meter_ops.read_direct_meters(p, entity.direct_meter_entry, response)
         elif which == "packet_replication_engine_entry":
             extern_ops.read_pre(p, self.switch, entity.packet_replication_engine_entry,
                                 response)

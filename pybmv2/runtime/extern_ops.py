@@ -33,11 +33,9 @@ from pybmv2.switch import V1Switch
 
 __all__ = [
     "read_counters",
-    "read_direct_meters",
     "read_meters",
     "read_pre",
     "write_counter",
-    "write_direct_meter",
     "write_meter",
     "write_pre",
 ]
@@ -154,31 +152,8 @@ def read_meters(p: Pipeline, msg: p4runtime_pb2.MeterEntry,
             out = response.entities.add().meter_entry
             out.meter_id = meter_id
             out.index.index = i
-            if not encode_meter_config(array.rates[i], out.config):
+            if not encode_meter_config(array.rates(i), out.config):
                 out.ClearField("config")
-
-
-def _no_direct_meter(p: Pipeline, table_entry: p4runtime_pb2.TableEntry) -> P4RuntimeError:
-    if not p.index.is_valid_id(table_entry.table_id, P4Ids.TABLE):
-        return invalid_id()
-    return invalid("Table has no direct meters")
-
-
-def write_direct_meter(p: Pipeline, update_type: int,
-                       msg: p4runtime_pb2.DirectMeterEntry) -> None:
-    if not msg.HasField("table_entry"):
-        raise invalid("Missing table_entry field in DirectMeterEntry")
-    raise _no_direct_meter(p, msg.table_entry)
-
-
-def read_direct_meters(p: Pipeline, msg: p4runtime_pb2.DirectMeterEntry,
-                       response: p4runtime_pb2.ReadResponse) -> None:
-    if not msg.HasField("table_entry"):
-        raise invalid("Missing table_entry field in DirectMeterEntry")
-    if msg.table_entry.table_id == 0:
-        raise P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED,
-                             "Reading all direct meters for ALL tables is not supported yet")
-    raise _no_direct_meter(p, msg.table_entry)
 
 
 # -- packet replication engine --------------------------------------------------------------

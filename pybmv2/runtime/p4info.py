@@ -472,10 +472,8 @@ def bind(index: P4InfoIndex, program: Program) -> PipelineBinding:
                 f"meter {m.name!r} has {m.size} cells in the P4Info but {marray.size} in "
                 f"the BMv2 JSON")
         meters[mid] = marray.name
-    if index.direct_meters:
-        names = sorted(m.name for m in index.direct_meters.values())
-        raise P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED,
-                             f"direct meters are not supported: {names}")
+    for m in index.direct_meters.values():
+        _check_direct_meter(index, m, program)
     digests: dict[int, int] = {}
     learn_by_name = {ll.name: ll for ll in program.learn_lists.values()}
     for did, d in index.digests.items():
@@ -492,6 +490,16 @@ def bind(index: P4InfoIndex, program: Program) -> PipelineBinding:
         digests[did] = ll.id
     return PipelineBinding(index, tables, counters, meters, digests,
                            _bind_action_profiles(index, program))
+
+
+def _check_direct_meter(index: P4InfoIndex, m: MeterInfo, program: Program) -> None:
+    """A P4Info direct meter must be the JSON direct meter of its table."""
+    info = index.tables.get(m.direct_table_id)
+    table = program.tables.get(info.name) if info is not None else None
+    if table is None or table.direct_meter_name != m.name:
+        raise P4InfoMismatchError(
+            f"P4Info direct meter {m.name!r} is not the BMv2 JSON direct meter of its table "
+            f"{info.name if info is not None else m.direct_table_id!r}")
 
 
 def _bind_action_profiles(index: P4InfoIndex, program: Program) -> dict[int, ActionProfile]:

@@ -14,13 +14,16 @@ import grpc
 from p4.v1 import p4runtime_pb2
 
 from pybmv2.errors import EntryNotFoundError, TargetError
+from pybmv2.externs import MeterRates, meter_cell
 from pybmv2.runtime.codec import (
     action_call,
     check_table_action,
     decode_match_key,
+    decode_meter_config,
     encode_action,
     encode_counter_data,
     encode_match_key,
+    encode_meter_config,
     invalid,
     key_from_values,
     merge_counter_data,
@@ -32,7 +35,7 @@ from pybmv2.runtime.pipeline import Pipeline, invalid_id
 from pybmv2.runtime.values import EntryValue
 from pybmv2.tables import NO_ACTION, ActionCall, IndirectIndex, MatchTable, TableEntry
 
-__all__ = ["read_direct_counters", "read_table_entries", "write_direct_counter",
+__all__ = ["entry_of", "read_direct_counters", "read_table_entries", "write_direct_counter",
            "write_table_entry"]
 
 Update = p4runtime_pb2.Update
@@ -55,11 +58,17 @@ def _counter_unit(p: Pipeline, tb: TableBinding) -> int:
     return p.index.direct_counters[tb.info.direct_counter_id].unit
 
 
-def _check_direct_resources(tb: TableBinding, msg: EntryValue) -> None:
-    if msg.has_meter:
+def _check_direct_resources(tb: TableBinding, msg: EntryValue) -> MeterRates | None:
+    """PI's ``construct_direct_resources`` checks; the rates of ``meter_config`` (None when
+    it is unset or the default, always-green one)."""
+    rates = None
+    if msg.has_meter and not tb.info.direct_meter_id:
         raise invalid("Table has no direct meters")
+    if msg.meter_config is not None:
+        rates = decode_meter_config(msg.meter_config)
     if msg.counter_data is not None and not tb.info.direct_counter_id:
         raise invalid("Table has no direct counters")
+    return rates
 
 
 def _check_ttl(tb: TableBinding, msg: EntryValue) -> None:
@@ -163,7 +172,7 @@ def _insert(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -
     _check_action(p, tb, msg)
     call = _call(p, tb, msg)
     assert call is not None
-    _check_direct_resources(tb, msg)
+    rates = _check_direct_resources(tb, msg)
     _check_ttl(tb, msg)
     if _find(table, key, priority) is not None:
         raise P4RuntimeError(grpc.StatusCode.ALREADY_EXISTS,
@@ -173,6 +182,7 @@ def _insert(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -
     if msg.metadata:
         entry.extra["metadata"] = msg.metadata
     table.insert(entry)
+    entry.meter = meter_cell(rates)
     if msg.counter_data is not None:
         entry.packets, entry.bytes = merge_counts(
             _counter_unit(p, tb), msg.counter_data, (0, 0))
@@ -185,7 +195,7 @@ def _modify(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -
     key, priority = key_from_values(tb, msg.matches, msg.priority)
     _check_action(p, tb, msg)
     call = _call(p, tb, msg)
-    _check_direct_resources(tb, msg)
+    rates = _check_direct_resources(tb, msg)
     _check_ttl(tb, msg)
     entry = _find(table, key, priority)
     if call is None and not (entry is not None and entry.is_const):
@@ -203,6 +213,8 @@ def _modify(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -
             table.modify(key, priority, call)
         entry.metadata = msg.controller_metadata
         entry.extra["metadata"] = msg.metadata
+    if msg.meter_config is not None:
+        entry.meter = meter_cell(rates)
     if msg.counter_data is not None:
         entry.packets, entry.bytes = merge_counts(
             _counter_unit(p, tb), msg.counter_data, (entry.packets, entry.bytes))
@@ -215,7 +227,7 @@ def _modify_default(p: Pipeline, tb: TableBinding, table: MatchTable, msg: Entry
         raise _denied(f"Cannot set / reset default action for table {tb.info.id} which has "
                       "a const default action")
     call = _call(p, tb, msg)
-    _check_direct_resources(tb, msg)
+    _check_direct_resources(tb, msg)  # bmv2 drops a default entry's meter_config
     _check_ttl(tb, msg)
     if msg.counter_data is not None:
         raise P4RuntimeError(grpc.StatusCode.UNKNOWN,
@@ -260,6 +272,8 @@ def _encode_entry(p: Pipeline, tb: TableBinding, entry: TableEntry,
     # PI (simple_switch_grpc 1.15) never sets is_const on the entries it reads back.
     if requested.HasField("counter_data") and tb.info.direct_counter_id:
         encode_counter_data(entry.packets, entry.bytes, out.counter_data)
+    if requested.HasField("meter_config") and entry.meter is not None:
+        encode_meter_config(entry.meter.rates, out.meter_config)
 
 
 def _matches_filters(entry: TableEntry, tb: TableBinding,
@@ -336,17 +350,27 @@ def _direct_counter_table(p: Pipeline, msg: p4runtime_pb2.DirectCounterEntry,
     return tb, table
 
 
-def _entry_for_counter(tb: TableBinding, table: MatchTable,
-                       requested: p4runtime_pb2.TableEntry, what: str) -> TableEntry:
+def entry_of(tb: TableBinding, table: MatchTable,
+             requested: p4runtime_pb2.TableEntry) -> TableEntry | None:
+    """PI's ``entry_handle_from_table_entry``: the entry a TableEntry names, None for the
+    default entry; INVALID_ARGUMENT if there is no such entry."""
     if requested.is_default_action:
         _check_default_key(len(requested.match), requested.priority)
-        raise P4RuntimeError(grpc.StatusCode.UNKNOWN,
-                             f"Error when {what} counter from target: bmv2 does not support "
-                             "direct counters for default entries")
+        return None
     key, priority = decode_match_key(tb, requested)
     entry = _find(table, key, priority)
     if entry is None:
         raise invalid("Cannot map table entry to handle")
+    return entry
+
+
+def _entry_for_counter(tb: TableBinding, table: MatchTable,
+                       requested: p4runtime_pb2.TableEntry, what: str) -> TableEntry:
+    entry = entry_of(tb, table, requested)
+    if entry is None:
+        raise P4RuntimeError(grpc.StatusCode.UNKNOWN,
+                             f"Error when {what} counter from target: bmv2 does not support "
+                             "direct counters for default entries")
     return entry
 
 

@@ -41,21 +41,22 @@ class EntryValue:
     member of the TableAction oneof (``""`` if none is), and ``action`` holds the direct
     action when that member is ``"action"``. ``counter_data`` is ``(packet_count,
     byte_count)`` when the entry carries one; ``has_meter`` says whether ``meter_config`` or
-    ``meter_counter_data`` is set. ``indirect_id`` is the member or group id of an
+    ``meter_counter_data`` is set, and ``meter_config`` is the former (or None). ``indirect_id`` is the member or group id of an
     ``action_profile_member_id`` / ``action_profile_group_id`` action.
     """
 
     __slots__ = ("action", "action_kind", "controller_metadata", "counter_data",
                  "has_meter", "has_time_since_last_hit", "idle_timeout_ns",
-                 "indirect_id", "is_const", "is_default_action", "matches", "metadata", "priority",
-                 "table_id")
+                 "indirect_id", "is_const", "is_default_action", "matches", "metadata",
+                 "meter_config", "priority", "table_id")
 
     def __init__(self, table_id: int, matches: tuple[MatchValue, ...], action_kind: str | None,
                  action: ActionValue | None, priority: int, controller_metadata: int,
                  metadata: bytes, is_default_action: bool, is_const: bool = False,
                  has_time_since_last_hit: bool = False, has_meter: bool = False,
                  counter_data: tuple[int, int] | None = None, idle_timeout_ns: int = 0,
-                 indirect_id: int = 0) -> None:
+                 indirect_id: int = 0,
+                 meter_config: p4runtime_pb2.MeterConfig | None = None) -> None:
         self.table_id = table_id
         self.matches = matches
         self.action_kind = action_kind
@@ -70,6 +71,7 @@ class EntryValue:
         self.counter_data = counter_data
         self.idle_timeout_ns = idle_timeout_ns
         self.indirect_id = indirect_id
+        self.meter_config = meter_config
 
     def _fields(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in self.__slots__)
@@ -136,4 +138,5 @@ def entry_from_proto(msg: p4runtime_pb2.TableEntry) -> EntryValue:
         counter_data=counter_data,
         idle_timeout_ns=msg.idle_timeout_ns,
         indirect_id=indirect_id,
+        meter_config=msg.meter_config if msg.HasField("meter_config") else None,
     )

@@ -72,6 +72,8 @@ class Program:
     multicast: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = ()
     clone_sessions: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = ()
     packets: tuple[tuple[str, int, bytes], ...] = ()  # (name, ingress port, frame)
+    #: DirectMeterEntry MODIFYs after the rules: (the rule's entry, (cir, cburst, pir, pburst))
+    direct_meters: tuple[tuple[Rule, tuple[int, int, int, int]], ...] = ()
 
 
 ARITH = Program("arith", packets=(
@@ -263,4 +265,28 @@ VARBIT = Program("varbit", packets=(
     ("vl-set-invalid", 1, vl(16, 4, body=b"\x77\x88")),
 ))
 
-PROGRAMS = (ARITH, MATCHING, PARSING, REPLICATION, HASHING, STATEFUL, SELECTORS, VARBIT)
+# Colours are time-dependent: only deterministic ones are tested, an unconfigured meter
+# (green) and rates of 0 that never refill the buckets (BMv2 adds tokens at whole-second
+# marks since the meter's origin, so even 1 packet/s may refill between two packets):
+# bursts of 1 give green then red, a committed burst of 0 yellow then red.
+LIMITED = Rule("policed", {"hdr.eth.src": "00:00:00:00:00:0a"}, "mark", {"port": 3})
+NO_COMMIT = Rule("policed", {"hdr.eth.src": "00:00:00:00:00:0c"}, "keep")
+DIRECT_METER = Program(
+    "direct_meter",
+    rules=(Rule("policed", {"hdr.eth.src": "00:00:00:00:00:09"}, "mark", {"port": 2}), LIMITED,
+           NO_COMMIT),
+    direct_meters=((LIMITED, (0, 1, 0, 1)), (NO_COMMIT, (0, 0, 0, 1))),
+    packets=(
+        ("unconfigured-green", 1, probe(1, src="00:00:00:00:00:09")),
+        ("unconfigured-green-again", 1, probe(2, src="00:00:00:00:00:09")),
+        ("miss-not-metered", 1, probe(3, src="00:00:00:00:00:0b")),
+        ("limited-first-green", 1, probe(4, src="00:00:00:00:00:0a")),
+        ("limited-second-red", 1, probe(5, src="00:00:00:00:00:0a")),
+        ("limited-third-red", 1, probe(6, src="00:00:00:00:00:0a")),
+        ("no-commit-yellow", 1, probe(7, src="00:00:00:00:00:0c")),
+        ("no-commit-then-red", 1, probe(8, src="00:00:00:00:00:0c")),
+    ),
+)
+
+PROGRAMS = (ARITH, MATCHING, PARSING, REPLICATION, HASHING, STATEFUL, SELECTORS, VARBIT,
+            DIRECT_METER)

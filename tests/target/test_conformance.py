@@ -11,7 +11,8 @@ import queue
 from pathlib import Path
 
 import pytest
-from conformance_cases import PROGRAMS, Program
+from conformance_cases import PROGRAMS, Program, Rule
+from p4.v1 import p4runtime_pb2
 
 from controller.p4build import PROGRAM_DIRS, pipeline_files
 from controller.p4runtime.entities import (
@@ -29,16 +30,29 @@ from packettest import PacketTarget, open_target
 GOLDEN = Path(__file__).parent / "golden"
 
 
+def table_entry(sw: PacketTarget, r: Rule) -> p4runtime_pb2.TableEntry:
+    table = sw.schema.table(r.table)
+    match = dict(parse_match(table, name, text) for name, text in r.match.items())
+    return encode_rule(sw.schema, TableRule(table.name, match, r.action, r.params, r.priority, r.default))
+
+
+def direct_meter_update(sw: PacketTarget, r: Rule, rates: tuple[int, int, int, int]) -> p4runtime_pb2.Update:
+    cir, cburst, pir, pburst = rates
+    entity = p4runtime_pb2.Entity()
+    meter = entity.direct_meter_entry
+    meter.table_entry.CopyFrom(table_entry(sw, r))
+    meter.table_entry.ClearField("action")
+    meter.config.cir, meter.config.cburst, meter.config.pir, meter.config.pburst = cir, cburst, pir, pburst
+    return update("modify", entity)
+
+
 def install(sw: PacketTarget, program: Program) -> None:
     updates = [update("insert", action_profile_member(sw.schema, m.profile, m.id, m.action, m.params))
                for m in program.members]
     updates += [update("insert", action_profile_group(sw.schema, g.profile, g.id, g.members))
                 for g in program.groups]
     for r in program.rules:
-        table = sw.schema.table(r.table)
-        match = dict(parse_match(table, name, text) for name, text in r.match.items())
-        rule = TableRule(table.name, match, r.action, r.params, r.priority, r.default)
-        entry = encode_rule(sw.schema, rule)
+        entry = table_entry(sw, r)
         if r.member is not None:
             entry.action.action_profile_member_id = r.member
         elif r.group is not None:
@@ -48,6 +62,7 @@ def install(sw: PacketTarget, program: Program) -> None:
         updates.append(update("insert", multicast_group_entry(group, replicas)))
     for session, replicas in program.clone_sessions:
         updates.append(update("insert", clone_session_entry(session, replicas)))
+    updates += [direct_meter_update(sw, r, rates) for r, rates in program.direct_meters]
     if updates:
         sw.client.write(updates)
 

@@ -1,5 +1,6 @@
 """P4Runtime against the conformance programs: every match kind, const tables, digests,
-clone sessions, multicast, packet-in without controller header, meters and direct counters.
+clone sessions, multicast, packet-in without controller header, meters, direct counters and
+direct meters.
 
 Uses the artifacts of tests/p4programs (``make p4``); skipped until they are built.
 """
@@ -87,6 +88,11 @@ def replication(target_name: str) -> Iterator[Rig]:
 @pytest.fixture
 def stateful(target_name: str) -> Iterator[Rig]:
     yield from _rig("stateful", target_name)
+
+
+@pytest.fixture
+def direct_meter(target_name: str) -> Iterator[Rig]:
+    yield from _rig("direct_meter", target_name)
 
 
 def _probe(op: int, *, a8: int = 0, b8: int = 0, a16: int = 0, b16: int = 0, a32: int = 0,
@@ -289,4 +295,71 @@ def test_meters_counters_and_registers(stateful: Rig) -> None:
     register.register_entry.register_id = rig.ids.id_of("I.acc")
     with pytest.raises(grpc.RpcError) as exc:
         c.read(register)
+    assert exc.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+# -- direct_meter.p4 -------------------------------------------------------------------------
+
+
+def _policed(rig: Rig, src: bytes, config: p4runtime_pb2.MeterConfig | None = None
+             ) -> p4runtime_pb2.Entity:
+    ent = rig.table_entry("I.policed")
+    ent.table_entry.match.add(field_id=1).exact.value = src
+    rig.set_action(ent, "I.mark", b"\x03")
+    if config is not None:
+        ent.table_entry.meter_config.CopyFrom(config)
+    return ent
+
+
+def _meter_entity(table_entry: p4runtime_pb2.TableEntry,
+                  config: p4runtime_pb2.MeterConfig | None = None) -> p4runtime_pb2.Entity:
+    ent = p4runtime_pb2.Entity()
+    ent.direct_meter_entry.table_entry.CopyFrom(table_entry)
+    ent.direct_meter_entry.table_entry.ClearField("action")
+    ent.direct_meter_entry.table_entry.ClearField("meter_config")
+    if config is not None:
+        ent.direct_meter_entry.config.CopyFrom(config)
+    return ent
+
+
+def test_direct_meter_entries(direct_meter: Rig) -> None:
+    rig, c = direct_meter, direct_meter.client
+    one = p4runtime_pb2.MeterConfig(cir=0, cburst=0, pir=0, pburst=1)
+    c.write(update(Update.INSERT, _policed(rig, b"\x00\x00\x00\x00\x00\x0a", one)),
+            update(Update.INSERT, _policed(rig, b"\x00\x00\x00\x00\x00\x0b")))
+    colours = [_probe_fields(rig.send(1, _probe(1))[0][1])["r2"] for _ in range(2)]
+    assert colours == [1, 2]  # yellow (no committed burst), then red
+    assert _probe_fields(rig.send(1, _probe(1, src=b"\x00" * 5 + b"\x0b"))[0][1])["r2"] == 0
+    assert _probe_fields(rig.send(1, _probe(1, src=b"\x00" * 5 + b"\x0c"))[0][1])["r2"] == 3
+
+    # table reads carry meter_config when asked for, and only for configured meters
+    wanted = rig.table_entry("I.policed")
+    wanted.table_entry.meter_config.SetInParent()
+    configs = {bytes(e.table_entry.match[0].exact.value)[-1]: e.table_entry for e in c.read(wanted)}
+    assert configs[0x0A].meter_config == one and not configs[0x0B].HasField("meter_config")
+    assert not any(e.table_entry.HasField("meter_config")
+                   for e in c.read(rig.table_entry("I.policed")))
+
+    # DirectMeterEntry: MODIFY sets and resets, reads one entry or the whole table
+    b_entry = _policed(rig, b"\x00\x00\x00\x00\x00\x0b").table_entry
+    c.write(update(Update.MODIFY, _meter_entity(b_entry, one)))
+    [got] = c.read(_meter_entity(b_entry))
+    assert got.direct_meter_entry.config == one
+    assert _probe_fields(rig.send(1, _probe(1, src=b"\x00" * 5 + b"\x0b"))[0][1])["r2"] == 1
+    c.write(update(Update.MODIFY, _meter_entity(b_entry)))
+    every = c.read(_meter_entity(rig.table_entry("I.policed").table_entry))
+    assert sorted(e.direct_meter_entry.HasField("config") for e in every) == [False, True]
+    assert _probe_fields(rig.send(1, _probe(1, src=b"\x00" * 5 + b"\x0b"))[0][1])["r2"] == 0
+
+    with pytest.raises(grpc.RpcError) as exc:
+        c.write(update(Update.INSERT, _meter_entity(b_entry, one)),
+                update(Update.DELETE, _meter_entity(b_entry)),
+                update(Update.MODIFY, _meter_entity(_policed(rig, b"\x01" * 6).table_entry)),
+                update(Update.MODIFY, _meter_entity(rig.table_entry(
+                    "I.policed", is_default_action=True).table_entry, one)))
+    assert [e.canonical_code for e in batch_errors(exc.value)] == [
+        code_pb2.INVALID_ARGUMENT, code_pb2.INVALID_ARGUMENT, code_pb2.INVALID_ARGUMENT,
+        code_pb2.UNKNOWN]
+    with pytest.raises(grpc.RpcError) as exc:
+        c.read(_meter_entity(p4runtime_pb2.TableEntry()))
     assert exc.value.code() == grpc.StatusCode.UNIMPLEMENTED

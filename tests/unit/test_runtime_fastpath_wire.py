@@ -230,6 +230,7 @@ def test_the_unsupported_fields_cover_the_brief() -> None:
                   "time_since_last_hit"):
         assert ("TableEntry", field) in names
     assert ("Entity", "counter_entry") in names and ("FieldMatch", "other") in names
+    assert ("Entity", "direct_meter_entry") in names
     assert ("TableAction", "action_profile_member_id") in names
 
 
