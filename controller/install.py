@@ -9,6 +9,7 @@ found installed.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -57,7 +58,9 @@ def _connect(sw: Switch, addresses: Mapping[str, str] | None, opts: InstallOptio
                            election_id=opts.election_id, timeout=opts.timeout).connect()
 
 
+@functools.lru_cache(maxsize=16)
 def _schema(program: str) -> tuple[P4Schema, bytes]:
+    """The P4Info index and BMv2 JSON of a committed program, read once per process."""
     art = pipeline_files(program)
     p4info = load_p4info(art.p4info)
     return P4Schema(p4info), art.json.read_bytes()

@@ -129,7 +129,7 @@ def stale_sources(directory: Path) -> list[Stale]:
     return list(unique.values())
 
 
-def _compile(p4c: str, program: Path, build: Path) -> Artifact:
+def _compile(p4c: str, program: Path) -> Artifact:
     art = pipeline_files(program.stem, program.parent)
     # Run from the program's folder with relative paths, so that the source_info p4c
     # records in the JSON does not depend on where the repository is checked out.
@@ -160,7 +160,7 @@ def compile_all(directories: Iterable[Path] = PROGRAM_DIRS) -> list[Artifact]:
         build.mkdir(exist_ok=True)
         manifest: dict = {"p4c": tool.version, "programs": {}}
         for program in programs:
-            art = _compile(tool.path, program, build)
+            art = _compile(tool.path, program)
             manifest["programs"][program.stem] = {
                 "source": program.name,
                 "inputs": _inputs(program, directory),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import random
 import socket
 import time
 from collections.abc import Callable
@@ -48,8 +48,6 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
-_next_port = [0]
-
 
 def free_tcp_port() -> int:
     """A TCP port on 127.0.0.1, free a moment ago, outside the kernel's ephemeral range.
@@ -60,7 +58,7 @@ def free_tcp_port() -> int:
     """
     low, _ = _ephemeral_range()
     base, span = 20000, max(1000, min(low, 32768) - 20000)
-    start = (os.getpid() * 7919 + _next_port[0]) % span
+    start = random.randrange(span)  # concurrent callers rarely probe the same ports
     for i in range(span):
         port = base + (start + i) % span
         with socket.socket() as s:
@@ -69,6 +67,5 @@ def free_tcp_port() -> int:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-        _next_port[0] += i + 1
         return port
     raise ReadinessTimeout(f"no free TCP port in {base}..{base + span - 1}")

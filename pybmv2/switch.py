@@ -188,7 +188,8 @@ class V1Switch:
             if self.program is None:
                 return []
             jobs: list[EgressJob] = []
-            self._log(f"Processing packet received on port {port} ({len(frame)} bytes)")
+            if self._trace is not None:  # formatting costs on every packet: only when tracing
+                self._trace(f"Processing packet received on port {port} ({len(frame)} bytes)")
             s = self._new_state(frame)
             std = self._std
             assert std is not None
@@ -249,7 +250,8 @@ class V1Switch:
         if egress_spec == self.drop_port:
             self._log("Dropping packet at the end of ingress")
             return None
-        self._log(f"Egress port is {egress_spec}")
+        if self._trace is not None:
+            self._trace(f"Egress port is {egress_spec}")
         _set(s, std.instance_type, INSTANCE_TYPE["normal"])
         jobs.append(EgressJob(egress_spec, s))
         return None
@@ -330,7 +332,8 @@ class V1Switch:
             if s.recirculate:
                 self._log("Recirculating packet")
                 return [], clones, [(s.recirculate, frame)]
-            self._log(f"Transmitting packet of size {len(frame)} out of port {job.port}")
+            if self._trace is not None:
+                self._trace(f"Transmitting packet of size {len(frame)} out of port {job.port}")
             return [(job.port, frame)], clones, []
 
     def deparse(self, s: PacketState) -> bytes:

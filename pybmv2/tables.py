@@ -214,7 +214,7 @@ class MatchTable:
         if not self.requires_priority and priority != 0:
             raise InvalidEntryError(f"table {self.name!r}: a priority is not allowed here")
 
-    def validate_action(self, call: ActionCall, default: bool = False) -> None:
+    def validate_action(self, call: ActionCall) -> None:
         if self.profile is not None and call == NO_ACTION:
             return
         if call.action_id not in self.action_ids:
@@ -326,7 +326,7 @@ class MatchTable:
             self.default_is_const and action.action_id != self.default.action_id
         ):
             raise InvalidEntryError(f"table {self.name!r}: the default action is const")
-        self.validate_action(action, default=True)
+        self.validate_action(action)
         self.default = action
 
     def entries(self) -> Iterator[TableEntry]:

@@ -67,19 +67,22 @@ def _smoke(args: argparse.Namespace) -> int:
     return run_emulation_module("smoke_run", ["--target", args.target])
 
 
+def _passed_on(rest: list[str]) -> list[str]:
+    """The options a subcommand hands to an emulation module, without a leading ``--``."""
+    return rest[1:] if rest[:1] == ["--"] else rest
+
+
 def _experiment(args: argparse.Namespace) -> int:
     from controller.emulation import run_emulation_module
 
     modules = {"rail-only": "rail_experiment"}
-    rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
-    return run_emulation_module(modules[args.name], rest)
+    return run_emulation_module(modules[args.name], _passed_on(args.rest))
 
 
 def _fabric_up(args: argparse.Namespace) -> int:
     from controller.emulation import run_emulation_module
 
-    rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
-    return run_emulation_module("fabric_up", rest)
+    return run_emulation_module("fabric_up", _passed_on(args.rest))
 
 
 def _fabric_status(args: argparse.Namespace) -> int:
