@@ -1,0 +1,3 @@
+"""Checkmate-style in-network checkpointing: the trainer, the shadow and their pure parts."""
+
+__all__: list[str] = []
