@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from workloads.checkmate.capture_plan import CapturePlan
 from workloads.plan import (
     AlltoallPlan,
     RingPlan,
@@ -54,12 +55,14 @@ def chunk_bounds(n: int, parts: int) -> list[tuple[int, int]]:
 
 
 def _ring_steps(mesh: Mesh, plan: RingPlan, buf: np.ndarray, bounds: list[tuple[int, int]],
-                reduce: bool) -> None:
+                reduce: bool, capture: CapturePlan | None = None) -> None:
     """The ``n - 1`` steps of a reduce-scatter (``reduce``) or an all-gather, in place.
 
     Reduce-scatter: at step ``s`` position ``i`` sends chunk ``i-s-1`` and adds the received
     chunk ``i-s-2``, so that it ends holding the sum of chunk ``i``. All-gather: position
     ``i`` starts with chunk ``i``, sends chunk ``i-s`` and stores chunk ``i-s-1``.
+    With ``capture`` (all-gather only), the sends it mirrors go over the mirrored legs' own
+    connections (:mod:`workloads.checkmate.capture_plan`).
     """
     cid = mesh.next_cid()
     role, n = plan.role(mesh.me.rank), plan.size
@@ -68,9 +71,15 @@ def _ring_steps(mesh: Mesh, plan: RingPlan, buf: np.ndarray, bounds: list[tuple[
     i = role.position
     shift = 1 if reduce else 0
     tmp = np.empty(max(b - a for a, b in bounds), dtype=buf.dtype) if reduce and i >= 0 else None
+    me = mesh.me.rank
+
+    def mirrored(a: int | None, b: int | None, step: int) -> bool:
+        return capture is not None and a is not None and b is not None and \
+            step in capture.mirrored_steps(a, b)
+
     for s in range(n - 1):
         tag = make_tag(cid, s)
-        forwards = [(a, b, tag) for a, b in role.forwards]
+        forwards = [(a, b, tag, mirrored(me, b, s)) for a, b in role.forwards]
         if i < 0:
             mesh.exchange(forwards=forwards)
             continue
@@ -78,8 +87,9 @@ def _ring_steps(mesh: Mesh, plan: RingPlan, buf: np.ndarray, bounds: list[tuple[
         ra, rb = bounds[(i - s - shift - 1) % n]
         assert role.send_to is not None and role.recv_from is not None
         into = tmp[:rb - ra] if tmp is not None else buf[ra:rb]
-        mesh.exchange(sends=[(role.send_to, tag, buf[sa:sb])],
-                      recvs=[(role.recv_from, tag, into)], forwards=forwards)
+        mesh.exchange(sends=[(role.send_to, tag, buf[sa:sb], mirrored(me, role.send_to, s))],
+                      recvs=[(role.recv_from, tag, into, mirrored(role.recv_from, me, s))],
+                      forwards=forwards)
         if tmp is not None:
             np.add(buf[ra:rb], into, out=buf[ra:rb])
 
@@ -91,18 +101,20 @@ def ring_reduce_scatter(mesh: Mesh, plan: RingPlan, buf: np.ndarray,
 
 
 def ring_allgather(mesh: Mesh, plan: RingPlan, buf: np.ndarray,
-                   bounds: list[tuple[int, int]]) -> None:
+                   bounds: list[tuple[int, int]], capture: CapturePlan | None = None) -> None:
     """Position ``i`` contributes ``buf[bounds[i]]``; afterwards every rank has them all."""
-    _ring_steps(mesh, plan, buf, bounds, reduce=False)
+    _ring_steps(mesh, plan, buf, bounds, reduce=False, capture=capture)
 
 
-def ring_allreduce(mesh: Mesh, plan: RingPlan, buf: np.ndarray) -> Timings:
-    """Sum ``buf`` (1-D) over the ring, in place; phases ``reduce_scatter``, ``allgather``."""
+def ring_allreduce(mesh: Mesh, plan: RingPlan, buf: np.ndarray,
+                   capture: CapturePlan | None = None) -> Timings:
+    """Sum ``buf`` (1-D) over the ring, in place; phases ``reduce_scatter``, ``allgather``.
+    With ``capture``, the all-gather's mirrored sends use the mirrored legs' connections."""
     bounds = chunk_bounds(len(buf), plan.size)
     t0 = time.perf_counter()
     ring_reduce_scatter(mesh, plan, buf, bounds)
     t1 = time.perf_counter()
-    ring_allgather(mesh, plan, buf, bounds)
+    ring_allgather(mesh, plan, buf, bounds, capture)
     return {"reduce_scatter": t1 - t0, "allgather": time.perf_counter() - t1}
 
 

@@ -19,6 +19,7 @@ import json
 import logging
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -294,6 +295,10 @@ class WorkerGroup:
             if self._tmpdir is not None:
                 shutil.rmtree(self._tmpdir, ignore_errors=True)
         return self.returncodes
+
+    def kill(self, rank: int, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to the worker of ``rank`` (a failure experiment's crash)."""
+        self._workers[rank].proc.send_signal(sig)
 
     @property
     def returncodes(self) -> dict[int, int | None]:

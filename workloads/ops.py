@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from workloads.collectives import alltoall, barrier, hier_allreduce, ring_allreduce
-from workloads.errors import PlanError, VerificationError, WorkloadError
+from workloads.errors import CommandError, PlanError, VerificationError, WorkloadError
 from workloads.plan import RING_KINDS, alltoall_plan, group_ring, hop_kind, ring_plan
 from workloads.protocol import Command
 from workloads.transport import Mesh
@@ -91,6 +91,7 @@ class Executor:
 
     def __init__(self, mesh: Mesh) -> None:
         self.mesh = mesh
+        self._trainer: Any = None  # workloads.checkmate.trainer.Trainer, made by ckpt_train
         self.layout, self.me = mesh.layout, mesh.me
         self._rings = {kind: ring_plan(self.layout, kind) for kind in RING_KINDS}
         self._a2a = {kind: alltoall_plan(self.layout, kind) for kind in ("direct", "hier")}
@@ -102,6 +103,8 @@ class Executor:
                                   "error": None, "seconds": 0.0, "phases": {}, "bytes": 0}
         if cmd.seq is not None:
             result["seq"] = cmd.seq
+        if cmd.op == "ckpt_train":
+            return self._ckpt_train(cmd, result)
         try:
             steps, nbytes = self._steps(cmd)
             result["bytes"] = nbytes
@@ -129,6 +132,33 @@ class Executor:
             self.mesh.abort(f"internal error in {cmd.op}: {exc!r}")
             result["error"] = f"internal error: {exc!r}"
         return result
+
+    def _ckpt_train(self, cmd: Command, result: dict[str, Any]) -> dict[str, Any]:
+        """One iteration of a Checkmate job (:mod:`workloads.checkmate.trainer`)."""
+        from workloads.checkmate.trainer import Trainer
+        from workloads.checkmate.training import TrainingConfig
+
+        try:
+            assert cmd.training is not None
+            cfg = TrainingConfig.from_dict(cmd.training, "ckpt_train.training")
+            if self._trainer is None:
+                self._trainer = Trainer(self.mesh, cfg)
+            elif self._trainer.cfg.replica_fields() != cfg.replica_fields():
+                raise CommandError("ckpt_train: the job's configuration changed mid-training")
+            result.update(self._trainer.step(cmd.iter))
+            result["ok"] = True
+        except WorkloadError as exc:
+            result["error"] = str(exc)
+            self.mesh.abort(str(exc))
+        except Exception as exc:  # a bug: report it, log the traceback, leave no mesh half-used
+            log.exception("rank %d: ckpt_train failed", self.me.rank)
+            self.mesh.abort(f"internal error in ckpt_train: {exc!r}")
+            result["error"] = f"internal error: {exc!r}"
+        return result
+
+    def close(self) -> None:
+        if self._trainer is not None:
+            self._trainer.close()
 
     def _check_fabric(self, op: str, legs: set[tuple[int, int]]) -> None:
         """On a rail mesh, refuse cross-rail legs. Every rank checks the whole job's legs, so

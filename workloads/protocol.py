@@ -4,7 +4,8 @@ Worker -> driver, once, after the mesh is connected: ``READY <rank>``.
 
 Driver -> worker, one JSON object a line::
 
-    {"op": "allreduce" | "hier_allreduce" | "alltoall" | "hier_alltoall" | "train_step" | "quit",
+    {"op": "allreduce" | "hier_allreduce" | "alltoall" | "hier_alltoall" | "train_step"
+           | "ckpt_train" | "quit",
      "bytes": N,            # per-rank buffer (all-reduce) or total sent per rank (all-to-all)
      "iter": I,             # echoed
      "ring": "pxn",         # allreduce only: ring kind (pxn | direct | aligned)
@@ -13,6 +14,8 @@ Driver -> worker, one JSON object a line::
          "dp_allreduce": "hier_allreduce",  # | "allreduce" | "rail_allreduce": the `bytes` gradient
          "ring": "pxn", "tp_bytes": 0,
          "moe_bytes": 0, "moe_alltoall": "hier_alltoall", "moe_count": 1},
+     "training": {...},     # ckpt_train only: one iteration of a real data-parallel job
+                            # (workloads.checkmate.training.TrainingConfig)
      "verify": true,        # check the result against the deterministic inputs
      "seq": S}              # optional, echoed: lets the driver drop stale results
 
@@ -45,7 +48,7 @@ from workloads.plan import RING_KINDS
 __all__ = ["OPS", "Command", "Parallelism", "error_result", "parse_command", "parse_ready",
            "ready_line"]
 
-OPS = ("allreduce", "hier_allreduce", "alltoall", "hier_alltoall", "train_step", "quit")
+OPS = ("allreduce", "hier_allreduce", "alltoall", "hier_alltoall", "train_step", "ckpt_train", "quit")
 DP_OPS = ("allreduce", "hier_allreduce", "rail_allreduce")
 MOE_OPS = ("alltoall", "hier_alltoall")
 _PAR_KEYS = ("dp_allreduce", "ring", "tp_bytes", "moe_bytes", "moe_alltoall", "moe_count")
@@ -112,11 +115,11 @@ class Command:
     """One parsed command line.
 
     >>> parse_command('{"op": "allreduce", "bytes": 1024, "iter": 3}')
-    Command(op='allreduce', bytes=1024, iter=3, ring='pxn', compute_s=0.0, parallelism=Parallelism(dp_allreduce='hier_allreduce', ring='pxn', tp_bytes=0, moe_bytes=0, moe_alltoall='hier_alltoall', moe_count=1), verify=True, seq=None)
+    Command(op='allreduce', bytes=1024, iter=3, ring='pxn', compute_s=0.0, parallelism=Parallelism(dp_allreduce='hier_allreduce', ring='pxn', tp_bytes=0, moe_bytes=0, moe_alltoall='hier_alltoall', moe_count=1), verify=True, seq=None, training=None)
     >>> parse_command({"op": "alltoall", "colour": 1})
     Traceback (most recent call last):
     ...
-    workloads.errors.CommandError: unknown key 'colour' (known: bytes, compute_s, iter, op, parallelism, ring, seq, verify)
+    workloads.errors.CommandError: unknown key 'colour' (known: bytes, compute_s, iter, op, parallelism, ring, seq, training, verify)
     """
 
     op: str
@@ -127,6 +130,8 @@ class Command:
     parallelism: Parallelism = field(default_factory=Parallelism)
     verify: bool = True
     seq: int | None = None
+    #: ckpt_train only: the training job (:class:`workloads.checkmate.training.TrainingConfig`)
+    training: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"op": self.op, "bytes": self.bytes, "iter": self.iter}
@@ -135,6 +140,8 @@ class Command:
         if self.op == "train_step":
             out["compute_s"] = self.compute_s
             out["parallelism"] = {k: getattr(self.parallelism, k) for k in _PAR_KEYS}
+        if self.training is not None:
+            out["training"] = dict(self.training)
         out["verify"] = self.verify
         if self.seq is not None:
             out["seq"] = self.seq
@@ -152,7 +159,7 @@ def parse_command(line: str | Mapping[str, Any]) -> Command:
         obj = line
     if not isinstance(obj, Mapping):
         raise CommandError(f"a command is a JSON object (got {obj!r})")
-    _unknown(obj, {"op", "bytes", "iter", "ring", "compute_s", "parallelism", "verify", "seq"}, "")
+    _unknown(obj, {"op", "bytes", "iter", "ring", "compute_s", "parallelism", "verify", "seq", "training"}, "")
     op = _choice(obj, "op", "", OPS)
     compute = obj.get("compute_s", 0.0)
     if isinstance(compute, bool) or not isinstance(compute, int | float) or compute < 0:
@@ -161,7 +168,10 @@ def parse_command(line: str | Mapping[str, Any]) -> Command:
     if not isinstance(verify, bool):
         raise CommandError(f"verify: must be true or false (got {verify!r})")
     seq = _int(obj, "seq", 0, minimum=None) if obj.get("seq") is not None else None
-    return Command(op=op, bytes=_int(obj, "bytes", 0), iter=_int(obj, "iter", 0, minimum=None),
+    training = obj.get("training")
+    if (op == "ckpt_train") != isinstance(training, Mapping):
+        raise CommandError(f"training: an object for ckpt_train, and only for it (got {training!r})")
+    return Command(training=training, op=op, bytes=_int(obj, "bytes", 0), iter=_int(obj, "iter", 0, minimum=None),
                    ring=_choice(obj, "ring", "pxn", RING_KINDS), compute_s=float(compute),
                    parallelism=Parallelism.from_dict(obj.get("parallelism", {})), verify=verify, seq=seq)
 

@@ -32,6 +32,9 @@ class Mesh:
         self.config, self.me, self.conns = config, me, conns
         self.layout = config.layout
         self.broken: str | None = None
+        #: extra connections of mirrored legs (Checkmate), by peer: sent on / received from
+        self.mirror_out: dict[int, Connection] = {}
+        self.mirror_in: dict[int, Connection] = {}
         self._cid = 0
         self._pool = cf.ThreadPoolExecutor(max_workers=2 * len(conns) + 4,
                                            thread_name_prefix=f"mesh{me.rank}")
@@ -54,7 +57,20 @@ class Mesh:
         self._cid += 1
         return self._cid
 
-    def conn(self, peer: int) -> Connection:
+    def set_cid(self, cid: int) -> None:
+        """Make the next collective call id ``cid + 1`` (every rank does the same), so that
+        frame tags say which training iteration they belong to."""
+        self._cid = cid
+
+    def conn(self, peer: int, mirrored: str = "") -> Connection:
+        """The connection to ``peer``; with ``mirrored`` ``"out"`` or ``"in"``, the mirrored
+        leg's own connection to or from it."""
+        if mirrored:
+            table = self.mirror_out if mirrored == "out" else self.mirror_in
+            if peer not in table:
+                raise TransportError(f"rank {self.me.rank}: no mirrored connection {mirrored} "
+                                     f"{'to' if mirrored == 'out' else 'from'} rank {peer}")
+            return table[peer]
         try:
             return self.conns[peer]
         except KeyError:
@@ -74,15 +90,16 @@ class Mesh:
             except TransportError as exc:
                 raise TransportError(f"{what}: {exc}") from None
 
-    def send(self, peer: int, tag: int, buf: Any) -> None:
-        self.conn(peer).send_frame(tag, buf)
+    def send(self, peer: int, tag: int, buf: Any, mirrored: bool = False) -> None:
+        self.conn(peer, "out" if mirrored else "").send_frame(tag, buf)
 
-    def recv_into(self, peer: int, tag: int, out: Any) -> None:
-        self.conn(peer).recv_frame_into(tag, out)
+    def recv_into(self, peer: int, tag: int, out: Any, mirrored: bool = False) -> None:
+        self.conn(peer, "in" if mirrored else "").recv_frame_into(tag, out)
 
-    def forward(self, src: int, dst: int, tag: int) -> None:
-        """Relay one frame from ``src`` to ``dst`` as it arrives, piece by piece (PXN)."""
-        a, b = self.conn(src), self.conn(dst)
+    def forward(self, src: int, dst: int, tag: int, mirrored: bool = False) -> None:
+        """Relay one frame from ``src`` to ``dst`` as it arrives, piece by piece (PXN); with
+        ``mirrored``, onto the mirrored leg's connection to ``dst``."""
+        a, b = self.conn(src), self.conn(dst, "out" if mirrored else "")
         left = a.recv_header(tag)
         b.send_all(memoryview(HEADER.pack(tag, left)))
         view = memoryview(bytearray(min(left, PIECE_BYTES)))
@@ -91,19 +108,20 @@ class Mesh:
             b.send_all(view[:n])
             left -= n
 
-    def exchange(self, sends: Sequence[tuple[int, int, Any]] = (),
-                 recvs: Sequence[tuple[int, int, Any]] = (),
-                 forwards: Sequence[tuple[int, int, int]] = ()) -> None:
+    def exchange(self, sends: Sequence[tuple[Any, ...]] = (),
+                 recvs: Sequence[tuple[Any, ...]] = (),
+                 forwards: Sequence[tuple[Any, ...]] = ()) -> None:
         """Run sends ``(peer, tag, buf)``, receives ``(peer, tag, out)`` and relays
-        ``(src, dst, tag)`` all at once; return when all are done.
+        ``(src, dst, tag)`` all at once; return when all are done. Each may carry a fourth
+        item, ``mirrored``: then it uses the mirrored leg's connection.
 
         The first failure aborts the mesh (so that the others fail fast) and is raised.
         """
         if self.broken is not None:
             raise TransportError(f"mesh unusable after an earlier error: {self.broken}")
-        futures = [self._pool.submit(self.send, p, t, b) for p, t, b in sends]
-        futures += [self._pool.submit(self.recv_into, p, t, o) for p, t, o in recvs]
-        futures += [self._pool.submit(self.forward, s, d, t) for s, d, t in forwards]
+        futures = [self._pool.submit(self.send, *args) for args in sends]
+        futures += [self._pool.submit(self.recv_into, *args) for args in recvs]
+        futures += [self._pool.submit(self.forward, *args) for args in forwards]
         if not futures:
             return
         done, _ = cf.wait(futures, return_when=cf.FIRST_EXCEPTION)
@@ -120,11 +138,14 @@ class Mesh:
         if self.broken is None:
             self.broken = reason
             log.warning("rank %d: aborting the mesh: %s", self.me.rank, reason)
-        for c in self.conns.values():
+        for c in self._all_conns():
             c.shutdown(self.broken)
 
+    def _all_conns(self) -> list[Connection]:
+        return [*self.conns.values(), *self.mirror_out.values(), *self.mirror_in.values()]
+
     def close(self) -> None:
-        for c in self.conns.values():
+        for c in self._all_conns():
             c.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 

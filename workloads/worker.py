@@ -46,6 +46,13 @@ def _raw(line: str) -> Any:
 def serve(mesh: Mesh, stdin: TextIO, stdout: TextIO) -> int:
     """Run commands from ``stdin`` until quit or end of input; the process's exit status."""
     executor, rank = Executor(mesh), mesh.me.rank
+    try:
+        return _serve(executor, rank, stdin, stdout)
+    finally:
+        executor.close()
+
+
+def _serve(executor: Executor, rank: int, stdin: TextIO, stdout: TextIO) -> int:
     for line in stdin:
         if not line.strip():
             continue

@@ -1,0 +1,110 @@
+"""One data-parallel worker of a Checkmate job: a real model, real data, the ring all-reduce.
+
+Each iteration: a barrier, the local gradient on this rank's shard of the global batch (plus
+emulated accelerator time), the ring all-reduce of the gradient, whose mirrored all-gather
+sends go over their tagged legs (:mod:`workloads.checkmate.mirror_links`), and the optimizer
+step on the summed gradient. Rank 0 publishes its state for the shadow's side channel and,
+as the periodic baseline, writes a synchronous checkpoint every k iterations.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from workloads.checkmate.capture_plan import capture_plan
+from workloads.checkmate.checkpoint import load_checkpoint, save_checkpoint
+from workloads.checkmate.mirror_links import connect_mirror_legs
+from workloads.checkmate.model import (
+    batch_indices,
+    check_world,
+    init_params,
+    load_dataset,
+    loss_and_grad,
+    param_digest,
+)
+from workloads.checkmate.optim import Optimizer
+from workloads.checkmate.state_channel import StateServer
+from workloads.checkmate.training import CIDS_PER_ITERATION, TrainingConfig
+from workloads.collectives import barrier, ring_allreduce
+from workloads.errors import CommandError
+from workloads.plan import ring_plan
+from workloads.transport import Mesh
+
+__all__ = ["WORKER_CHECKPOINT", "Trainer"]
+
+log = logging.getLogger(__name__)
+
+#: the baseline's checkpoint file in ``checkpoint_dir``
+WORKER_CHECKPOINT = "worker-latest.npz"
+
+
+class Trainer:
+    """The training state of one rank; :meth:`step` runs one iteration."""
+
+    def __init__(self, mesh: Mesh, cfg: TrainingConfig) -> None:
+        self.mesh, self.cfg = mesh, cfg
+        layout, me = mesh.layout, mesh.me
+        self.world = layout.world
+        check_world(cfg.model, self.world)
+        self.ring = ring_plan(layout, cfg.ring)
+        self.capture = capture_plan(layout, self.ring) if cfg.mirror else None
+        self.params = init_params(cfg.model)
+        self.optimizer = Optimizer(cfg.optimizer, self.params.size)
+        self.iteration = -1  # the last completed iteration
+        if cfg.restore:
+            ck = load_checkpoint(Path(cfg.restore))
+            self.params = ck.params.astype(np.float32, copy=True)
+            self.optimizer.load_state(ck.optimizer_state)
+            self.iteration = ck.iteration
+            log.info("restored iteration %d from %s", ck.iteration, cfg.restore)
+        self.X, self.y = load_dataset()
+        if self.capture is not None:
+            connect_mirror_legs(mesh, self.capture, port=cfg.mirror_port, session=cfg.session,
+                                timeout_s=mesh.config.start_timeout_s)
+        self.server: StateServer | None = None
+        if me.rank == 0 and cfg.state_port:
+            self.server = StateServer(me.ip, cfg.state_port)
+            self.server.publish(self.iteration, self.params, self.optimizer.state())
+
+    def step(self, iteration: int) -> dict[str, Any]:
+        """Run ``iteration``; the result's extra fields (loss, digest, phases, seconds)."""
+        if iteration != self.iteration + 1:
+            raise CommandError(f"ckpt_train: iteration {iteration} out of order "
+                               f"(this rank completed iteration {self.iteration})")
+        spec, mesh, rank = self.cfg.model, self.mesh, self.mesh.me.rank
+        mesh.set_cid(iteration * CIDS_PER_ITERATION)
+        barrier(mesh)
+        t0 = time.perf_counter()
+        idx = batch_indices(spec, iteration, rank, self.world)
+        loss, grad = loss_and_grad(spec, self.params, self.X[idx], self.y[idx])
+        spent = time.perf_counter() - t0
+        if self.cfg.compute_s > spent:
+            time.sleep(self.cfg.compute_s - spent)
+        t1 = time.perf_counter()
+        comm = ring_allreduce(mesh, self.ring, grad, self.capture)
+        t2 = time.perf_counter()
+        self.optimizer.step(self.params, grad, self.world)
+        t3 = time.perf_counter()
+        phases = {"compute": t1 - t0, "allreduce": t2 - t1, **{f"allreduce/{k}": v for k, v in comm.items()},
+                  "optimizer": t3 - t2}
+        every = self.cfg.checkpoint_every
+        if every and rank == 0 and (iteration + 1) % every == 0:
+            save_checkpoint(Path(self.cfg.checkpoint_dir) / WORKER_CHECKPOINT, iteration=iteration,
+                            params=self.params, optimizer_state=self.optimizer.state(),
+                            meta={"source": "worker", "rank": rank})
+            phases["checkpoint"] = time.perf_counter() - t3
+        seconds = time.perf_counter() - t0
+        self.iteration = iteration
+        if self.server is not None:
+            self.server.publish(iteration, self.params, self.optimizer.state())
+        return {"seconds": seconds, "phases": phases, "loss": float(loss),
+                "digest": param_digest(self.params), "bytes": int(grad.nbytes)}
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
