@@ -75,7 +75,7 @@ def _passed_on(rest: list[str]) -> list[str]:
 def _experiment(args: argparse.Namespace) -> int:
     from controller.emulation import run_emulation_module
 
-    modules = {"rail-only": "rail_experiment"}
+    modules = {"rail-only": "rail_experiment", "checkmate": "checkmate_experiment"}
     return run_emulation_module(modules[args.name], _passed_on(args.rest))
 
 
@@ -166,9 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
         "run", help="run an experiment in Mininet (root); options after the name go to it",
         epilog="examples: mlfabric experiment run rail-only\n"
                "          mlfabric experiment run rail-only --gpus 32 --rails 8 --iterations 5\n"
+               "          mlfabric experiment run checkmate --repetitions 5 --loss-rate 0.01\n"
                "          mlfabric experiment run rail-only -- --help",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    er.add_argument("name", choices=("rail-only",))
+    er.add_argument("name", choices=("rail-only", "checkmate"))
     er.add_argument("rest", nargs=argparse.REMAINDER, help="the experiment's own options")
     er.set_defaults(func=_experiment)
     em = esub.add_parser("model", help="the analytical cost/power and iteration-time model, tables and plots",
@@ -192,11 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
     fs.add_argument("--json", action="store_true")
     fs.set_defaults(func=_fabric_status)
 
-    from controller.cli import device_cmds, rules_cmds, topology_cmds
+    from controller.cli import device_cmds, mirror_cmds, rules_cmds, topology_cmds
 
     topology_cmds.register(sub)
     rules_cmds.register(sub)
     device_cmds.register(sub)
+    mirror_cmds.register(sub)
     return parser
 
 
