@@ -11,6 +11,8 @@
  *   - per-port rx/tx counters and a direct counter on ipv4_lpm, so that experiments can
  *     read the traffic of every link and route.
  *   - packet-in/packet-out through CPU_PORT with controller headers.
+ *   - gradient mirroring (Checkmate): mirror_select clones the selected TCP flows to a
+ *     shadow's port; the original is forwarded untouched (see include/mirror.p4).
  */
 #include <core.p4>
 #include <v1model.p4>
@@ -25,11 +27,13 @@ struct metadata_t {
 }
 
 #include "include/parser.p4"
+#include "include/mirror.p4"
 
 control RailIngress(inout headers_t hdr, inout metadata_t meta,
                     inout standard_metadata_t standard_metadata) {
     counter(512, CounterType.packets_and_bytes) port_rx;
     direct_counter(CounterType.packets_and_bytes) ipv4_lpm_hits;
+    MirrorSelect() mirror;
 
     action drop() {
         mark_to_drop(standard_metadata);
@@ -98,6 +102,7 @@ control RailIngress(inout headers_t hdr, inout metadata_t meta,
             meta.l4_src_port = hdr.udp.src_port;
             meta.l4_dst_port = hdr.udp.dst_port;
         }
+        mirror.apply(hdr, meta, standard_metadata);
         switch (ipv4_lpm.apply().action_run) {
             set_ecmp_group: {
                 ecmp_nexthop.apply();
@@ -109,9 +114,11 @@ control RailIngress(inout headers_t hdr, inout metadata_t meta,
 control RailEgress(inout headers_t hdr, inout metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
     counter(512, CounterType.packets_and_bytes) port_tx;
+    MirrorRewrite() mirror_copy;
 
     apply {
         port_tx.count((bit<32>)standard_metadata.egress_port);
+        mirror_copy.apply(hdr, meta, standard_metadata);
         if (standard_metadata.egress_port == CPU_PORT) {
             hdr.packet_in.setValid();
             hdr.packet_in.ingress_port = standard_metadata.ingress_port;

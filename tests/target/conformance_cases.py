@@ -74,6 +74,14 @@ class Program:
     packets: tuple[tuple[str, int, bytes], ...] = ()  # (name, ingress port, frame)
     #: DirectMeterEntry MODIFYs after the rules: (the rule's entry, (cir, cburst, pir, pburst))
     direct_meters: tuple[tuple[Rule, tuple[int, int, int, int]], ...] = ()
+    #: where the program lives: 0 the project's programs (p4src/), 1 the conformance corpus
+    home: int = 1
+    #: the compiled program, when the case's name is not the program's
+    artifact: str = ""
+
+    @property
+    def program(self) -> str:
+        return self.artifact or self.name
 
 
 ARITH = Program("arith", packets=(
@@ -288,5 +296,50 @@ DIRECT_METER = Program(
     ),
 )
 
+
+
+def tcp_frame(tos: int, *, dport: int = 7008, dst: str = "10.0.1.0", udp_: bool = False) -> bytes:
+    """A data segment of a mirrored leg (10.0.1.3 -> dst), built with scapy."""
+    from scapy.layers.inet import IP, TCP, UDP
+    from scapy.layers.l2 import Ether
+
+    l4 = UDP(sport=40000, dport=dport) if udp_ else TCP(sport=40000, dport=dport, seq=1000, flags="PA")
+    return bytes(Ether(dst="02:5f:00:01:00:01", src="02:00:00:00:00:03") /
+                 IP(src="10.0.1.3", dst=dst, tos=tos, ttl=64, id=7) / l4 / (b"grad" * 16))
+
+
+_ROUTE = ("RailIngress.ipv4_lpm", "RailIngress.set_nexthop")
+RAIL_MIRROR = Program(
+    "rail_switch_mirror", artifact="rail_switch", home=0,
+    rules=(
+        Rule(_ROUTE[0], {"hdr.ipv4.dst_addr": "10.0.1.0/32"}, _ROUTE[1],
+             {"port": 2, "dmac": "02:00:00:00:00:00", "smac": "02:5f:00:01:00:02"}),
+        Rule(_ROUTE[0], {"hdr.ipv4.dst_addr": "10.0.1.9/32"}, _ROUTE[1],
+             {"port": 4, "dmac": "02:00:00:00:00:09", "smac": "02:5f:00:01:00:04"}),
+        Rule("RailIngress.mirror.mirror_select",
+             {"hdr.ipv4.src_addr": "10.0.1.3", "hdr.ipv4.dst_addr": "10.0.1.0",
+              "hdr.ipv4.diffserv": "0x84&&&0xfc", "meta.l4_dst_port": "7008"},
+             "RailIngress.mirror.mirror_to_shadow", {"session": 101}, priority=1),
+        Rule("RailIngress.mirror.mirror_select",
+             {"hdr.ipv4.src_addr": "10.0.1.3", "hdr.ipv4.dst_addr": "10.0.1.77",
+              "hdr.ipv4.diffserv": "0x84&&&0xfc", "meta.l4_dst_port": "7008"},
+             "RailIngress.mirror.mirror_to_shadow", {"session": 101}, priority=1),
+        Rule("RailEgress.mirror_copy.mirror_rewrite",
+             {"standard_metadata.egress_port": "3", "hdr.ipv4.diffserv": "0x84&&&0xfc"},
+             "RailEgress.mirror_copy.to_shadow", {"dmac": "02:00:00:00:00:04"}, priority=1),
+    ),
+    clone_sessions=((101, ((3, 1),)),),
+    packets=(
+        ("tagged-leg-is-copied", 1, tcp_frame(0x84)),
+        ("ecn-bits-do-not-matter", 1, tcp_frame(0x87)),
+        ("untagged-same-flow", 1, tcp_frame(0x00)),
+        ("other-session", 1, tcp_frame(0x88)),
+        ("other-port", 1, tcp_frame(0x84, dport=7009)),
+        ("udp-is-never-mirrored", 1, tcp_frame(0x84, udp_=True)),
+        ("unrouted-original-dropped-copy-kept", 1, tcp_frame(0x84, dst="10.0.1.77")),
+        ("other-flow-routed", 1, tcp_frame(0x84, dst="10.0.1.9")),
+    ),
+)
+
 PROGRAMS = (ARITH, MATCHING, PARSING, REPLICATION, HASHING, STATEFUL, SELECTORS, VARBIT,
-            DIRECT_METER)
+            DIRECT_METER, RAIL_MIRROR)

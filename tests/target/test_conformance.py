@@ -108,7 +108,7 @@ def test_program_matches_bmv2_golden(program: Program, target_name: str, record:
     golden = None if record else json.loads(path.read_text()) if path.exists() else None
     if golden is None and not record:
         pytest.fail(f"no golden outputs for {program.name}: record them with --target bmv2 --record-golden")
-    artifact = pipeline_files(program.name, PROGRAM_DIRS[1])
+    artifact = pipeline_files(program.program, PROGRAM_DIRS[program.home])
     with open_target(target_name, artifact) as sw:
         observed = run_program(sw, program, golden)
     if record:
