@@ -537,11 +537,15 @@ def _mutated(p4info: p4info_pb2.P4Info, mutate) -> p4info_pb2.P4Info:
     return copy
 
 
+def _action(info: p4info_pb2.P4Info, name: str) -> p4info_pb2.Action:
+    return next(a for a in info.actions if a.preamble.name == name)
+
+
 @pytest.mark.parametrize(("mutate", "fragment"), [
     (lambda i: setattr(i.tables[0].match_fields[0], "bitwidth", 16), "16 bits in the P4Info"),
     (lambda i: setattr(i.tables[0].match_fields[0], "match_type", MT.TERNARY), "match type"),
     (lambda i: setattr(i.tables[1].preamble, "name", "RailIngress.gone"), "RailIngress.gone"),
-    (lambda i: setattr(i.actions[1].params[0], "bitwidth", 10), "parameter 'port'"),
+    (lambda i: setattr(_action(i, "RailIngress.set_nexthop").params[0], "bitwidth", 10), "parameter 'port'"),
     (lambda i: setattr(i.counters[0], "size", 10), "10 cells"),
     (lambda i: setattr(i.counters[0].preamble, "name", "RailIngress.nope"), "RailIngress.nope"),
 ])
