@@ -136,6 +136,7 @@ class ShadowReplica:
         self.streams: dict[tuple[str, str, int, int], tuple[CaptureLeg, FrameStream]] = {}
         self.need_sync = "join" if join else ""
         self.gap_pending = False  # a stream lost frames: the next incomplete iteration is a hole
+        self.progress: dict[int, float] = {}  # iteration -> when its last chunk arrived
         self.counters = {"segments": 0, "wire_bytes": 0, "frames": 0, "gaps": 0, "holes": 0,
                          "resyncs": 0, "applied": 0, "ignored": 0}
 
@@ -181,6 +182,8 @@ class ShadowReplica:
                     continue
                 self.counters["frames"] += 1
                 iteration = self.assembler.add(leg, item.tag, item.payload)
+                if iteration is not None:
+                    self.progress[iteration] = now
                 if iteration is not None and iteration <= self.applied:
                     self.assembler.drop_through(self.applied)
         try:
@@ -190,15 +193,22 @@ class ShadowReplica:
                     self._resync(self.need_sync)
                 elif self.assembler.complete(nxt):
                     self._apply(nxt)
-                elif self.assembler.stalled(nxt) or self.gap_pending:
+                elif self.assembler.stalled(nxt) or self.gap_pending or self._quiet(nxt, now):
                     self._resync(f"hole in iteration {nxt}", hole=nxt)
                 else:
                     return
         except _RetryLater:
             return
 
+    def _quiet(self, iteration: int, now: float) -> bool:
+        """Part of ``iteration`` arrived, then nothing more for a while: the rest was lost
+        with nothing after it to show the gap (the last iteration of a run)."""
+        last = self.progress.get(iteration)
+        return last is not None and now - last > 3 * self.cfg.hole_timeout_s
+
     def _apply(self, iteration: int) -> None:
         grad = self.assembler.take(iteration)
+        self.progress.pop(iteration, None)
         self.optimizer.step(self.params, grad, self.cfg.layout.world)
         self.applied = iteration
         self.counters["applied"] += 1
@@ -219,6 +229,7 @@ class ShadowReplica:
             self.emit("resync_failed", iteration=want, reason=reason, error=str(exc))
             raise _RetryLater from exc
         skipped = self.assembler.drop_through(snap.iteration)
+        self.progress = {i: t for i, t in self.progress.items() if i > snap.iteration}
         holes = sorted(set(skipped) | ({hole} if hole is not None and hole <= snap.iteration else set()))
         for i in holes if hole is not None else ():
             self.counters["holes"] += 1
@@ -253,18 +264,18 @@ def _on_signal(signum: int, frame: object) -> None:
 
 
 def run(cfg: ShadowConfig, report: TextIO, *, join: bool = False, ready: TextIO = sys.stdout,
-        drop_rate: float = 0.0, drop_seed: int = 0) -> int:
+        drop_rate: float = 0.0, drop_seed: int = 0, drop_every: int = 0) -> int:
     """Capture and replicate until a signal; the process's exit status.
 
     ``drop_rate`` injects loss on the mirror path: each captured mirrored segment is
     discarded with that probability (a seeded, reproducible sequence), as if the shadow's
-    link had lost it."""
+    link had lost it; ``drop_every`` discards every n-th one instead (deterministic)."""
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _on_signal)
     replica = ShadowReplica(cfg, report, join=join)
     capture = Capture(cfg.interfaces)
     rng = random.Random(drop_seed)
-    dropped = 0
+    dropped = tagged = 0
     try:
         replica.emit("ready", interfaces=list(cfg.interfaces), applied=replica.applied, join=join)
         ready.write("READY\n")
@@ -272,9 +283,11 @@ def run(cfg: ShadowConfig, report: TextIO, *, join: bool = False, ready: TextIO 
         while not _stop:
             now = time.monotonic()
             for seg in capture.read(0.05):
-                if drop_rate and session_of(seg.tos) is not None and rng.random() < drop_rate:
-                    dropped += 1
-                    continue
+                if session_of(seg.tos) is not None and not seg.syn and seg.payload:
+                    tagged += 1
+                    if (drop_every and tagged % drop_every == 0) or (drop_rate and rng.random() < drop_rate):
+                        dropped += 1
+                        continue
                 replica.on_segment(seg, now)
             replica.advance(time.monotonic())
     finally:
@@ -292,6 +305,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--drop-rate", type=float, default=0.0,
                    help="inject loss: discard each mirrored segment with this probability")
     p.add_argument("--drop-seed", type=int, default=0, help="seed of the injected loss")
+    p.add_argument("--drop-every", type=int, default=0,
+                   help="inject loss deterministically: discard every n-th mirrored data segment")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     args = p.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level,
@@ -303,7 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         with args.report.open("a") as report:
-            return run(cfg, report, join=args.join, drop_rate=args.drop_rate, drop_seed=args.drop_seed)
+            return run(cfg, report, join=args.join, drop_rate=args.drop_rate, drop_seed=args.drop_seed,
+                       drop_every=args.drop_every)
     except (WorkloadError, OSError) as exc:
         sys.stderr.write(f"shadow: {exc}\n")
         return 1
