@@ -72,6 +72,17 @@ def main(argv: list[str]) -> int:
                          fb_bm["teardown_s"] if fb_bm else None, "< 2 s"))
     else:
         print("[bench] process-mode and fabric figures skipped: they need root (veths, Mininet)")
+    print("[bench] Checkmate: shadow receive path, forwarding with mirroring on vs off ...", flush=True)
+    from bench import checkmate_bench
+
+    sh = checkmate_bench.shadow_receive(8.0 if args.quick else 32.0)
+    rows.append(_row("shadow receive path (parse, reassemble, assemble)", "MB/s", sh["mb_per_s"], None,
+                     ">= 50 MB/s"))
+    rows.append(_row("shadow receive path / copying the payloads", "x", sh["mb_per_s"] / sh["baseline_mb_per_s"],
+                     None, "report"))
+    mf = checkmate_bench.mirror_forwarding(secs)
+    rows.append(_row("in-process forwarding, every packet mirrored", "packets/s", mf["on"], None, "report"))
+    rows.append(_row("forwarding rate, mirroring on / off", "x", mf["ratio"], None, ">= 0.5"))
     print("[bench] P4Runtime start-up and writes ...", flush=True)
     su_py = p4runtime_bench.startup("python", 2 if args.quick else 5)
     su_bm = p4runtime_bench.startup("bmv2", 2 if args.quick else 5) if have_bmv2 else None

@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["new_results_dir", "plot_collectives", "write_csv", "write_json"]
+__all__ = ["interrupt_on_signals", "new_results_dir", "plot_collectives", "write_csv", "write_json"]
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+@contextlib.contextmanager
+def interrupt_on_signals() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into KeyboardInterrupt (as SIGINT is) in the main thread, so
+    that ``kill`` or a closed terminal unwinds every ``with`` block, tearing the emulation
+    down, exactly as Ctrl-C does. The message names the signal."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
 
 
 def new_results_dir(experiment: str, base: Path | None = None) -> Path:

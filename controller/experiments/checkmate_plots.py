@@ -1,0 +1,77 @@
+"""The Checkmate experiment's plots: iteration time, loss, checkpoint frequency, replication."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["plot_checkmate"]
+
+
+def plot_checkmate(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any], path: Path, *,
+                   title: str) -> Path:
+    """Four panels: iteration time per configuration (box over every iteration of every
+    repetition), training loss per iteration, checkpoints per 100 iterations against the
+    iteration-time ratio, and the shadow's replica check per iteration."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    over = summary["overhead"]
+    names = [o["config"] for o in over]
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    ax = axes[0][0]
+    data = [[r["seconds"] * 1000 for r in rows if r["config"] == n and r["ok"] and r["iteration"] > 0]
+            for n in names]
+    ax.boxplot(data, showfliers=False)
+    ax.set_xticks(range(1, len(names) + 1), names, rotation=15, fontsize=8)
+    ax.set_ylabel("iteration time (ms)")
+    ax.set_title("iteration time (every iteration of every repetition)")
+    ax.grid(alpha=0.3, axis="y")
+
+    ax = axes[0][1]
+    for i, n in enumerate(names):
+        pts = sorted((r["iteration"], r["loss"]) for r in rows if r["config"] == n and r["rep"] == 0 and r["ok"])
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="." if i else None, label=n,
+                    linestyle="-" if i == 0 else ":")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("training loss (cross-entropy)")
+    ax.set_title("training loss, repetition 0 (identical in every configuration)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+
+    ax = axes[1][0]
+    for o in over:
+        if o["ratio"] is None:
+            continue
+        err = [[o["ratio"] - o["ratio_min"]], [o["ratio_max"] - o["ratio"]]]
+        ax.errorbar(o["checkpoints_per_100"], o["ratio"], yerr=err, fmt="o", capsize=5)
+        ax.annotate(o["config"], (o["checkpoints_per_100"], o["ratio"]), textcoords="offset points",
+                    xytext=(6, 6), fontsize=8)
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set_xlabel("checkpoints per 100 iterations")
+    ax.set_ylabel("iteration time / no checkpoint (median, min..max)")
+    ax.set_title("checkpoint frequency vs overhead")
+    ax.grid(alpha=0.3)
+
+    ax = axes[1][1]
+    rep = summary.get("replication_rows") or []
+    colours = {"mirrored": "C2", "resynced": "C1", "hole": "C3", "missing": "C3"}
+    for how, colour in colours.items():
+        pts = [r["iteration"] for r in rep if r["how"] == how]
+        if pts:
+            ax.scatter(pts, [1 if r["match"] else 0 for r in rep if r["how"] == how], color=colour,
+                       label=how, s=18)
+    ax.set_yticks([0, 1], ["differs / absent", "bit-identical"])
+    ax.set_xlabel("iteration")
+    ax.set_title("shadow replica vs workers (sha256 of the parameters)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
