@@ -28,6 +28,8 @@ __all__ = [
 ]
 
 OFF = "no checkpoint"
+#: a 95% CI wider than +-WIDE_CI (relative) is too wide to call "no measurable difference"
+WIDE_CI = 0.02
 MIRROR = "checkmate"
 
 
@@ -221,9 +223,14 @@ def claims(summary: Mapping[str, Any]) -> list[dict[str, str]]:
         else:
             m, lo, hi = ci
             measured = f"iteration time x{m:.3f}, 95% CI {lo:.3f}..{hi:.3f} over {mirror['repetitions']} repetitions"
-            verdict = ("agrees: no difference measurable at this spread" if lo <= 1.0 <= hi else
-                       f"disagrees: mirroring cost {100 * (m - 1):+.1f}% here (the shadow shares the "
-                       "emulation's 2 CPU cores with the switches and workers)")
+            if not lo <= 1.0 <= hi:
+                verdict = (f"disagrees: mirroring cost {100 * (m - 1):+.1f}% here (the shadow shares the "
+                           "emulation's CPU cores with the switches and workers)")
+            elif hi - lo > 2 * WIDE_CI:
+                verdict = (f"inconclusive: no difference, but the 95% CI is +-{50 * (hi - lo):.1f}%: "
+                           "too wide to rule out a few percent; run more repetitions")
+            else:
+                verdict = f"agrees: no difference measurable (95% CI within +-{50 * (hi - lo):.1f}%)"
         out.append({"claim": "per-iteration checkpointing at the throughput of no checkpointing",
                     "paper": "matches runs with checkpointing off", "measured": measured, "verdict": verdict})
     periodic = [o for name, o in over.items() if name.startswith("checkfreq") and o.get("ratio") is not None]
