@@ -84,6 +84,13 @@ def main(argv: list[str]) -> int:
     rows.append(_row("in-process forwarding, every packet mirrored", "packets/s", mf["on"], None, "report"))
     rows.append(_row("forwarding rate, mirroring on / off", "x", mf["ratio"], None,
                      "report (~0.5: each copy is a second egress pass)"))
+    if root:
+        mp_py = checkmate_bench.mirror_process_mode("python-process", secs)
+        mp_bm = checkmate_bench.mirror_process_mode("bmv2", secs) if have_bmv2 else None
+        rows.append(_row("process mode over veth, every packet mirrored", "packets/s", mp_py["on"],
+                         mp_bm["on"] if mp_bm else None, "report"))
+        rows.append(_row("process mode, mirroring on / off", "x", mp_py["ratio"],
+                         mp_bm["ratio"] if mp_bm else None, "report"))
     print("[bench] P4Runtime start-up and writes ...", flush=True)
     su_py = p4runtime_bench.startup("python", 2 if args.quick else 5)
     su_bm = p4runtime_bench.startup("bmv2", 2 if args.quick else 5) if have_bmv2 else None

@@ -17,7 +17,7 @@ from controller.p4runtime.entities import (
     update,
 )
 from packettest.frames import ethernet, ipv4
-from packettest.targets import InProcessTarget
+from packettest.targets import InProcessTarget, ProcessTarget
 from workloads.checkmate.capture import parse_segment
 from workloads.checkmate.capture_plan import CaptureLeg, capture_plan
 from workloads.checkmate.reassembly import FrameStream
@@ -26,7 +26,7 @@ from workloads.checkmate.tagging import TOS_MASK, clone_session_id, mirror_tos
 from workloads.framing import HEADER, make_tag
 from workloads.plan import Layout, ring_plan
 
-__all__ = ["mirror_forwarding", "shadow_receive"]
+__all__ = ["mirror_forwarding", "mirror_process_mode", "shadow_receive"]
 
 MSS = 1448
 
@@ -101,6 +101,43 @@ def _mirror_frames(count: int) -> list[bytes]:
     return out
 
 
+def _mirror_state(target: InProcessTarget | ProcessTarget, shadow_port: int) -> None:
+    session = clone_session_id(1)
+    target.client.write([update("insert", clone_session_entry(session, [(shadow_port, 1)]))])
+    rules = [TableRule("RailIngress.mirror.mirror_select",
+                       {"hdr.ipv4.src_addr": Exact(int(ipaddress.IPv4Address("10.0.1.7"))),
+                        "hdr.ipv4.dst_addr": Exact(int(ipaddress.IPv4Address(f"10.0.{k}.1"))),
+                        "hdr.ipv4.diffserv": Ternary(mirror_tos(1), TOS_MASK),
+                        "meta.l4_dst_port": Exact(7008)},
+                       "RailIngress.mirror.mirror_to_shadow", {"session": session}, priority=1)
+             for k in range(FLOWS)]
+    target.client.write([update("insert", encode_rule(target.schema, r)) for r in rules])
+
+
+def mirror_process_mode(kind: str, seconds: float = 3.0) -> dict[str, float]:
+    """Packets/s of a switch process of ``kind`` between veths (port 1 in, port 2 out, the
+    copies on port 3), with the mirror entries off and on: the same measurement for BMv2
+    and the Python target."""
+    from bench.forwarding import _throughput
+
+    out: dict[str, float] = {}
+    frames = _mirror_frames(256)
+    for mode in ("off", "on"):
+        target = ProcessTarget(kind, pipeline_files("rail_switch"), (1, 2, 3))
+        try:
+            target.client.write(route_updates(target.schema, 1000, ports=(2,)))
+            if mode == "on":
+                _mirror_state(target, 3)
+            target.veth.send(1, frames[0])
+            if target.veth.receive(2, timeout=2.0) is None:
+                raise RuntimeError(f"{kind}: the switch forwards nothing")
+            out[mode] = _throughput(target.veth, frames, seconds)
+        finally:
+            target.close()
+    out["ratio"] = out["on"] / out["off"]
+    return out
+
+
 def mirror_forwarding(seconds: float = 3.0) -> dict[str, float]:
     """Packets/s of the in-process target on rail_switch with 1k routes, forwarding TCP
     segments of eight mirrored legs: with no mirror entries, and with the entries that clone
@@ -122,16 +159,7 @@ def mirror_forwarding(seconds: float = 3.0) -> dict[str, float]:
         try:
             target.client.write(route_updates(target.schema, 1000))
             if mode == "on":
-                session = clone_session_id(1)
-                target.client.write([update("insert", clone_session_entry(session, [(3, 1)]))])
-                rules = [TableRule("RailIngress.mirror.mirror_select",
-                                   {"hdr.ipv4.src_addr": Exact(int(ipaddress.IPv4Address("10.0.1.7"))),
-                                    "hdr.ipv4.dst_addr": Exact(int(ipaddress.IPv4Address(f"10.0.{k}.1"))),
-                                    "hdr.ipv4.diffserv": Ternary(mirror_tos(1), TOS_MASK),
-                                    "meta.l4_dst_port": Exact(7008)},
-                                   "RailIngress.mirror.mirror_to_shadow", {"session": session}, priority=1)
-                         for k in range(FLOWS)]
-                target.client.write([update("insert", encode_rule(target.schema, r)) for r in rules])
+                _mirror_state(target, 3)
                 outputs = target.switch.process(1, frames[0])
                 out["copies_per_packet"] = float(len(outputs))
             out[mode] = rate(target)
