@@ -163,6 +163,7 @@ def _recovery(job: CheckmateJob, cfg: CheckmateConfig, work: Path, reference: di
 def _report(cfg: CheckmateConfig, rows: list[dict], events: dict[int, list[dict]],
             recovery: dict | None, info: dict, out: Path) -> str:
     configs = configurations(cfg)
+    write_csv(out / "iterations.csv", rows)
     summary: dict[str, Any] = {"config": dataclasses.asdict(cfg), "overhead": overhead(rows, configs), **info}
     rep_rows = []
     for rep in sorted(events):

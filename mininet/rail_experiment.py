@@ -36,7 +36,13 @@ from controller.experiments.rail_only import (
     model_times,
     summarize,
 )
-from controller.experiments.results import new_results_dir, plot_collectives, write_csv, write_json
+from controller.experiments.results import (
+    interrupt_on_signals,
+    new_results_dir,
+    plot_collectives,
+    write_csv,
+    write_json,
+)
 from controller.models.params import load_cost_params
 from controller.p4build import pipeline_files
 from controller.p4runtime.client import P4RuntimeClient
@@ -250,13 +256,24 @@ def main(argv: list[str]) -> int:
     _say(f"results folder: {out}")
     rows: list[dict] = []
     infos: dict = {}
-    with tempfile.TemporaryDirectory(prefix="mlfabric-") as tmp:
-        work = Path(tmp)
-        (work / "logs").mkdir()
-        for fabric in FABRICS:
-            fabric_rows, infos[fabric] = run_fabric(fabric, topos[fabric], cfg, work)
-            rows += fabric_rows
-            write_csv(out / "iterations.csv", rows)
+    interrupted = None
+    try:
+        with interrupt_on_signals(), tempfile.TemporaryDirectory(prefix="mlfabric-") as tmp:
+            work = Path(tmp)
+            (work / "logs").mkdir()
+            for fabric in FABRICS:
+                fabric_rows, infos[fabric] = run_fabric(fabric, topos[fabric], cfg, work)
+                rows += fabric_rows
+                write_csv(out / "iterations.csv", rows)
+    except KeyboardInterrupt as exc:
+        interrupted = f"stopped by {exc or 'SIGINT'} after {len(rows)} rows; the emulation was torn down"
+        _say(interrupted)
+    if interrupted is not None:
+        if not rows or set(topos) - set(infos):
+            write_json(out / "summary.json", {"config": repr(cfg), "interrupted": interrupted, "runs": infos})
+            _say(f"wrote what finished to {out} (marked interrupted)")
+            return 130
+        infos["interrupted"] = interrupted
     text = _report(cfg, topos, rows, infos, out)
     plot_collectives(rows, out / "collectives.png",
                      title=f"rail-only vs fat-tree, {cfg.gpus} GPUs ({cfg.servers}x{cfg.rails}), {cfg.rate_mbps} Mbit/s")
@@ -264,6 +281,8 @@ def main(argv: list[str]) -> int:
     print(text)
     print()
     _say(f"wrote {out}/iterations.csv, summary.json, table.txt, collectives.png")
+    if interrupted is not None:
+        return 130
     failed = [r for r in rows if not r["ok"]]
     if failed and cfg.fail_rail is None:
         return 1

@@ -33,3 +33,41 @@ def test_bad_input_is_rejected_before_anything_starts(tmp_path: Path, capsys) ->
     assert experiment.main(["--servers", "1", "--out", str(tmp_path / "x")]) == 2
     assert "at least 2 servers" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_sigterm_tears_down_and_keeps_what_finished(tmp_path: Path) -> None:
+    """``kill`` (SIGTERM) unwinds the run as Ctrl-C does: no switch, veth or record left,
+    and the iterations that finished are written, marked interrupted."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from controller.netstate import state_dir
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "controller.cli.main", "experiment", "run", "checkmate",
+                             "--servers", "2", "--rails", "1", "--iterations", "200", "--repetitions", "1",
+                             "--hidden", "8", "--batch", "8", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=Path(__file__).resolve().parents[2])
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:  # wait until a configuration has finished and the next one runs
+        lines.append(line)
+        if "rep 0 no checkpoint" in line:
+            break
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=60)
+    text = "".join(lines) + rest
+    assert proc.returncode == 130, text[-2000:]
+    assert "stopped by SIGTERM" in text
+    assert "interrupted" in (out / "summary.json").read_text()
+    assert (out / "iterations.csv").exists()
+    leftovers = [p.name for p in state_dir().glob(f"*-{proc.pid}-*.json")]
+    assert not leftovers, f"records left behind: {leftovers}"
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert "s0-eth0" not in links and "rail0-eth" not in links
+    assert not os.path.exists(f"/proc/{proc.pid}")
