@@ -157,3 +157,39 @@ def test_shadow_restart_rejoins_and_worker_restart_from_the_shadow(fabric, tmp_p
     with job.workers("reference") as group:
         reference = _train(group, dataclasses.replace(training, mirror=False), range(19))
     assert again == {i: reference[i] for i in range(16, 19)}
+
+
+def test_mirror_cli_add_show_remove_against_a_live_fabric(fabric, tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    from controller.mirror.job import job_to_dict
+    from controller.topology import dump_topology
+
+    program = _job(fabric.live, ["s0", "s1", "s2"], "s3", rails=2, session=7)
+    topo_file, job_file = tmp_path / "live.yaml", tmp_path / "job.yaml"
+    dump_topology(fabric.live, topo_file)
+    job_file.write_text(yaml.safe_dump(job_to_dict(program.job.spec)))
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "controller.cli", "mirror", *args, str(job_file),
+                               "--topology", str(topo_file)], capture_output=True, text=True, timeout=60)
+
+    added = cli("add", "--json")
+    assert added.returncode == 0, added.stderr
+    assert json.loads(added.stdout)["switches"] == ["rail0", "rail1"]
+    shown = json.loads(cli("show", "--json").stdout)
+    assert len(shown["entries"]) == 2 and shown["missing"] == 0
+    again = cli("add")
+    assert again.returncode == 0, "adding the same job twice is idempotent"
+    removed = json.loads(cli("remove", "--json").stdout)
+    assert removed["deleted"] == 2 * 2 + 2  # per switch: select, rewrite, clone session
+    assert json.loads(cli("show", "--json").stdout)["missing"] == 2
+    bad = yaml.safe_load(job_file.read_text())
+    bad["workers"][0]["host"] = "s9"
+    job_file.write_text(yaml.safe_dump(bad))
+    err = cli("add")
+    assert err.returncode == 1 and err.stderr.count("\n") == 1 and "unknown worker host" in err.stderr
