@@ -1,0 +1,118 @@
+"""``mlfabric schedule gen|check|show``: reconfiguration schedules of optical fabrics."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+from controller.cli.output import emit, format_table
+from controller.errors import ConfigError
+from controller.schedule import (
+    ROUTINGS,
+    Schedule,
+    dump_schedule,
+    load_schedule,
+    one_shot,
+    opera,
+    round_robin,
+    schedule_to_dict,
+    slots,
+    strobe_matching,
+    timeflow,
+)
+
+__all__ = ["register"]
+
+
+def _gen(args: argparse.Namespace) -> int:
+    if args.kind == "round-robin":
+        s = round_robin(args.racks, slice_us=args.slice_us, night_us=args.night_us)
+    elif args.kind == "opera":
+        s = opera(args.racks, uplinks=args.uplinks, slice_us=args.slice_us, night_us=args.night_us)
+    else:
+        if not 1 <= args.day < args.racks:
+            raise ConfigError("<schedule gen>", "--day", args.day, f"must be in 1..{args.racks - 1}")
+        s = one_shot([strobe_matching(args.racks, args.day - 1)])
+    if args.output:
+        try:
+            dump_schedule(s, args.output)
+        except OSError as exc:
+            raise ConfigError(str(args.output), "-o", str(args.output), f"cannot write: {exc.strerror}") from None
+        emit(schedule_to_dict(s), as_json=args.json, text=f"wrote {args.output}: {_one_line(s)}")
+    else:
+        import yaml
+
+        print(yaml.safe_dump(schedule_to_dict(s), sort_keys=False, default_flow_style=None), end="")
+    return 0
+
+
+def _one_line(s: Schedule) -> str:
+    if s.kind == "one-shot":
+        return f"{s.name}: one-shot, {s.racks} racks, {len(s.circuits)} circuit switch(es), pinned"
+    return (f"{s.name}: {s.kind}, {s.racks} racks, {len(s.circuits)} circuit switch(es), "
+            f"{s.slice_us} us days + {s.night_us} us nights (duty cycle {s.duty_cycle:.0%}), cycle {s.cycle_us} us")
+
+
+def _check(args: argparse.Namespace) -> int:
+    s = load_schedule(args.file)
+    emit({"ok": True, "schedule": s.name}, as_json=args.json, text=f"ok: {_one_line(s)}")
+    return 0
+
+
+def _waits(s: Schedule, routing: str) -> dict[str, object]:
+    """Calendar-queue wait of a host's packet, over every (source, destination, arrival slot)."""
+    grid = slots(s)
+    waits = [e.wait_slots * grid.slot_us for e in timeflow(s, routing) if not e.transit]
+    return {"routing": routing, "mean wait us": round(statistics.fmean(waits), 1), "max wait us": max(waits)}
+
+
+def _show(args: argparse.Namespace) -> int:
+    s = load_schedule(args.file)
+    rows = []
+    for c, plan in enumerate(s.circuits):
+        for i, m in enumerate(plan.slices):
+            rows.append({"circuit": c, "slice": i,
+                         "start us": plan.offset_us + i * s.period_us if s.kind != "one-shot" else 0,
+                         "circuits": " ".join(f"{a}->{b}" for a, b in enumerate(m) if b is not None)})
+    waits = [_waits(s, r) for r in ROUTINGS]
+    data = {**schedule_to_dict(s), "duty_cycle": s.duty_cycle, "cycle_us": s.cycle_us, "waits": waits}
+    text = [_one_line(s), "", format_table(rows), "", "wait in the calendar queue (first hop, host traffic):",
+            format_table(waits)]
+    if args.at is not None:
+        now = [{"circuit": c, "slice": a.index if a.index is not None else "night", "left us": a.left_us}
+               for c in range(len(s.circuits)) for a in [s.at(c, args.at)]]
+        data["at"] = now
+        text += ["", f"at {args.at} us after the epoch:", format_table(now)]
+    emit(data, as_json=args.json, text="\n".join(text))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("schedule", help="reconfiguration schedules of optical fabrics (files, generators)")
+    ssub = p.add_subparsers(dest="schedule_command", metavar="ACTION", required=True)
+    g = ssub.add_parser("gen", help="write a schedule: round-robin (strobe), opera or one-shot",
+                        epilog="examples: mlfabric schedule gen round-robin --racks 4 --slice-us 10000 "
+                               "--night-us 1000 -o topologies/schedules/rr-4.yaml\n"
+                               "          mlfabric schedule gen opera --racks 8 --uplinks 2",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    g.add_argument("kind", choices=("round-robin", "opera", "one-shot"))
+    g.add_argument("--racks", type=int, required=True, help="ToRs in the fabric")
+    g.add_argument("--slice-us", type=int, default=10_000, help="a day: how long a matching holds")
+    g.add_argument("--night-us", type=int, default=1_000, help="reconfiguration gap after each day")
+    g.add_argument("--uplinks", type=int, default=2, help="opera: circuit switches (ToR uplinks)")
+    g.add_argument("--day", type=int, default=1, help="one-shot: pin this strobe day (1..racks-1)")
+    g.add_argument("-o", "--output", type=Path, default=None, help="file to write (default: print YAML)")
+    g.add_argument("--json", action="store_true")
+    g.set_defaults(func=_gen)
+    c = ssub.add_parser("check", help="check a schedule file offline",
+                        epilog="example: mlfabric schedule check topologies/schedules/rr-4.yaml")
+    c.add_argument("file", type=Path)
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=_check)
+    s = ssub.add_parser("show", help="slices, duty cycle, calendar-queue waits (direct and VLB)",
+                        epilog="example: mlfabric schedule show topologies/schedules/rr-4.yaml --at 25000")
+    s.add_argument("file", type=Path)
+    s.add_argument("--at", type=int, default=None, help="also say where each circuit is at this time (us)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_show)

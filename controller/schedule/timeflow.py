@@ -1,0 +1,134 @@
+"""Time-flow tables for the ToRs of a scheduled fabric: pure, a schedule in, entries out.
+
+Time is cut into *slots*: the coarsest grid on which no circuit switch changes state inside
+a slot (the gcd of the slice, the night and every circuit's offset), repeating every
+``cycle`` (the lcm of the circuits' cycles). In each slot a circuit switch either holds one
+matching for the whole slot or is dark (its night).
+
+A time-flow entry says, for a packet for rack ``dst`` that reaches ToR ``tor`` in slot
+``arrival``: send it in slot ``send`` on uplink ``uplink`` (the circuit switch), possibly
+to an intermediate rack ``via`` (OpenOptics' time-flow table; the packet waits in the
+calendar queue of slot ``send`` until that slot comes).
+
+- ``direct``: the first slot, from ``arrival`` on, in which a circuit connects ``tor`` to
+  ``dst``.
+- ``vlb`` (RotorNet's two-hop Valiant load balancing): a packet from a host leaves in the
+  first slot that connects ``tor`` to any rack; the intermediate forwards it directly.
+  Packets that arrive from an uplink (transit) always use the direct entries.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from controller.errors import ConfigError
+from controller.schedule.model import Schedule
+
+__all__ = ["ROUTINGS", "Slots", "TimeFlowEntry", "slots", "timeflow"]
+
+ROUTINGS = ("direct", "vlb")
+
+
+@dataclass(frozen=True)
+class TimeFlowEntry:
+    """``(tor, dst, arrival slot, transit)`` -> ``(send slot, uplink, via)``."""
+
+    tor: int
+    dst: int
+    arrival: int
+    transit: bool
+    send: int
+    uplink: int
+    via: int  # the rack the circuit reaches: ``dst``, or the intermediate (VLB)
+
+    @property
+    def wait_slots(self) -> int:
+        """Slots the packet waits in the calendar queue (0: it leaves in its arrival slot)."""
+        return self.send - self.arrival
+
+
+@dataclass(frozen=True)
+class Slots:
+    """The slot grid of a schedule: ``active[slot][circuit]`` is the matching held for the
+    whole slot, or None when that circuit switch is dark (night) in it."""
+
+    slot_us: int
+    count: int
+    active: tuple[tuple[tuple[int | None, ...] | None, ...], ...]
+
+    @property
+    def cycle_us(self) -> int:
+        return self.slot_us * self.count
+
+    def slot_of(self, t_us: int) -> int:
+        return (t_us // self.slot_us) % self.count
+
+
+def slots(schedule: Schedule) -> Slots:
+    """The slot grid of ``schedule`` (one slot for a one-shot schedule).
+
+    >>> from controller.schedule.generators import round_robin
+    >>> g = slots(round_robin(4, slice_us=900, night_us=100))
+    >>> g.slot_us, g.count, g.active[9][0], g.active[8][0]
+    (100, 30, None, (1, 2, 3, 0))
+    """
+    if schedule.kind == "one-shot":
+        return Slots(0, 1, (tuple(plan.slices[0] for plan in schedule.circuits),))
+    grid = math.gcd(schedule.slice_us, schedule.night_us, *(p.offset_us for p in schedule.circuits))
+    cycle = math.lcm(*(schedule.cycle_of(p) for p in schedule.circuits))
+    count = cycle // grid
+    if count > 100_000:
+        raise ConfigError(schedule.source, "slice_us/night_us/offset_us", grid,
+                          f"a {grid} us slot grid gives {count} slots per cycle: use rounder durations")
+    active = []
+    for k in range(count):
+        row: list[tuple[int | None, ...] | None] = []
+        for c, plan in enumerate(schedule.circuits):
+            at = schedule.at(c, k * grid)
+            row.append(None if at.index is None else plan.slices[at.index])
+        active.append(tuple(row))
+    return Slots(grid, count, tuple(active))
+
+
+def _first(grid: Slots, tor: int, arrival: int, want: int | None) -> tuple[int, int, int] | None:
+    """The first ``(slot, uplink, rack)`` from ``arrival`` on (cyclically, as an absolute slot
+    number >= arrival) in which ``tor`` has a circuit to ``want`` (None: to any rack)."""
+    for k in range(grid.count):
+        slot = arrival + k
+        for uplink, matching in enumerate(grid.active[slot % grid.count]):
+            if matching is None:
+                continue
+            dst = matching[tor]
+            if dst is not None and (want is None or dst == want):
+                return slot, uplink, dst
+    return None
+
+
+def timeflow(schedule: Schedule, routing: str = "direct") -> list[TimeFlowEntry]:
+    """Every ToR's time-flow entries for ``routing`` (see the module docstring).
+
+    ``send`` may exceed the slot count: the packet waits into the next cycle. A destination
+    that no circuit ever reaches is a ConfigError naming both racks.
+    """
+    if routing not in ROUTINGS:
+        raise ConfigError(schedule.source, "routing", routing, f"must be one of {', '.join(ROUTINGS)}")
+    grid = slots(schedule)
+    out: list[TimeFlowEntry] = []
+    for tor in range(schedule.racks):
+        for dst in range(schedule.racks):
+            if dst == tor:
+                continue
+            for arrival in range(grid.count):
+                hop = _first(grid, tor, arrival, dst)
+                if hop is None:
+                    raise ConfigError(schedule.source, "circuits", schedule.name,
+                                      f"no circuit ever connects rack {tor} to rack {dst}")
+                out.append(TimeFlowEntry(tor, dst, arrival, True, hop[0], hop[1], dst))
+                if routing == "vlb":
+                    first = _first(grid, tor, arrival, None)
+                    assert first is not None
+                    out.append(TimeFlowEntry(tor, dst, arrival, False, first[0], first[1], first[2]))
+                else:
+                    out.append(TimeFlowEntry(tor, dst, arrival, False, hop[0], hop[1], dst))
+    return out
