@@ -98,7 +98,7 @@ def compile_operand(layout: PhvLayout, operand: dict[str, Any]) -> Eval:
     if kind == "bool":
         bconst = 1 if value else 0
         return lambda s: bconst
-    if kind == "runtime_data":
+    if kind in ("runtime_data", "local"):  # "local": an action parameter inside an expression
         idx = int(value)
         return lambda s: s.args[idx]
     if kind == "expression":

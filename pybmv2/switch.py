@@ -123,6 +123,8 @@ class V1Switch:
         self.on_digest: Callable[[DigestSample], None] | None = None
         #: returns the current depth of an egress queue (process mode installs one)
         self.queue_depth: Callable[[int], int] = lambda port: 0
+        #: the global timestamps' source (µs); tests of time-dependent programs set their own
+        self.clock: Callable[[], int] | None = None
         self.program: Program | None = None
         self._std: _StdSlots | None = None
         self._trace: Callable[[str], None] | None = None
@@ -154,7 +156,10 @@ class V1Switch:
             self._trace(msg)
 
     def now_us(self) -> int:
-        """Microseconds since the switch started, like BMv2's global timestamps."""
+        """Microseconds since the switch started, like BMv2's global timestamps (or what
+        :attr:`clock` says, when a test controls time)."""
+        if self.clock is not None:
+            return self.clock()
         return (time.monotonic_ns() - self._start_ns) // 1000
 
     # -- ingress ---------------------------------------------------------------------------

@@ -341,5 +341,27 @@ RAIL_MIRROR = Program(
     ),
 )
 
+_OCS_FRAMES = (
+    ("p1-to-p2", 1, bytes(range(64))),
+    ("p2-to-p1-full-size", 2, (bytes(range(256)) * 6)[:1514]),
+    ("p3-to-p4-not-ethernet", 3, b"\x01" * 20),
+    ("p4-dark", 4, bytes(range(80))),
+)
+_OCS_CIRCUITS = tuple(Rule("OcsIngress.circuit", {"meta.slice": "0", "standard_metadata.ingress_port": str(a)},
+                           "OcsIngress.forward", {"port": b}) for a, b in ((1, 2), (2, 1), (3, 4)))
+OCS_PINNED = Program("circuit_switch_pinned", artifact="circuit_switch", home=0, rules=_OCS_CIRCUITS,
+                     packets=_OCS_FRAMES)
+#: the clock path (48-step phase division, range lookup) with one day covering the whole
+#: cycle, so that the outcome does not depend on when the packet arrives
+OCS_CLOCKED = Program("circuit_switch_clocked", artifact="circuit_switch", home=0, rules=(
+    Rule("OcsIngress.clock", {}, "OcsIngress.set_clock", {"offset_us": 123456789, "cycle_us": 33000}, default=True),
+    Rule("OcsIngress.slice_of_phase", {"meta.phase_us": "0..32999"}, "OcsIngress.set_slice", {"slice": 0},
+         priority=1),
+    *_OCS_CIRCUITS), packets=_OCS_FRAMES)
+#: a clocked switch with no day installed: always night, every frame dropped
+OCS_NIGHT = Program("circuit_switch_night", artifact="circuit_switch", home=0, rules=(
+    Rule("OcsIngress.clock", {}, "OcsIngress.set_clock", {"offset_us": 5, "cycle_us": 1000}, default=True),
+    *_OCS_CIRCUITS), packets=_OCS_FRAMES[:2])
+
 PROGRAMS = (ARITH, MATCHING, PARSING, REPLICATION, HASHING, STATEFUL, SELECTORS, VARBIT,
-            DIRECT_METER, RAIL_MIRROR)
+            DIRECT_METER, RAIL_MIRROR, OCS_PINNED, OCS_CLOCKED, OCS_NIGHT)

@@ -116,3 +116,18 @@ def test_one_shot_is_pinned_and_an_unreachable_pair_is_named() -> None:
     assert s.at(0, 123456).index == 0 and s.duty_cycle == 1.0 and slots(s).count == 1
     with pytest.raises(ConfigError, match="no circuit ever connects rack 0 to rack 2"):
         timeflow(s)
+
+
+def test_circuit_switch_rules_cover_every_day_and_circuit() -> None:
+    from controller.p4runtime.entities import Range
+    from controller.schedule.ocs_rules import CIRCUIT, SLICE_OF_PHASE, circuit_switch_rules
+
+    s = round_robin(4, slice_us=900, night_us=100)
+    rules = circuit_switch_rules(s, 0, ports=[5, 6, 7, 8])
+    windows = [r.match["meta.phase_us"] for r in rules if r.table == SLICE_OF_PHASE]
+    assert windows == [Range(0, 899), Range(1000, 1899), Range(2000, 2899)]
+    circuits = {(r.match["meta.slice"].value, r.match["standard_metadata.ingress_port"].value): r.params["port"]
+                for r in rules if r.table == CIRCUIT}
+    assert len(circuits) == 3 * 4 and circuits[(0, 5)] == 6 and circuits[(2, 5)] == 8
+    with pytest.raises(ConfigError, match="one distinct port"):
+        circuit_switch_rules(s, 0, ports=[1, 1, 2, 3])

@@ -1,0 +1,138 @@
+/*
+ * circuit_switch: an optical circuit switch (OCS) of a reconfigurable fabric, on stock
+ * v1model. It forwards frames port to port along the matching of the active time slice and
+ * never looks inside them (nothing is parsed, so any payload passes unchanged).
+ *
+ *   - clock: the controller either pins a slice (one-shot, like a patch panel) or gives the
+ *     switch its offset to the fabric's common epoch and the schedule's cycle. The phase in
+ *     the cycle is (ingress_global_timestamp + offset) mod cycle; p4c has no run-time
+ *     modulo, so it is computed by restoring division, 48 conditional subtractions.
+ *   - slice_of_phase: range entries [start, end) of the phase -> slice; a phase in no
+ *     range is the night (reconfiguration): the frame is dropped and counted.
+ *   - circuit: (slice, ingress port) -> egress port; a port that is dark in that slice drops.
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+typedef bit<9> port_t;
+
+struct headers_t {
+}
+
+struct metadata_t {
+    bit<96> phase;
+    bit<96> cycle;
+    bit<48> phase_us;
+    bit<16> slice;
+    bit<1>  pinned;
+}
+
+parser OcsParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
+                 inout standard_metadata_t standard_metadata) {
+    state start {
+        transition accept;
+    }
+}
+
+control OcsVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply { }
+}
+
+#define PHASE_STEP(J) if (meta.phase >= (meta.cycle << J)) { meta.phase = meta.phase - (meta.cycle << J); }
+
+control OcsIngress(inout headers_t hdr, inout metadata_t meta,
+                   inout standard_metadata_t standard_metadata) {
+    counter(512, CounterType.packets_and_bytes) port_rx;
+    counter(512, CounterType.packets_and_bytes) night_drops;
+
+    action drop() {
+        mark_to_drop(standard_metadata);
+    }
+
+    action set_clock(bit<48> offset_us, bit<48> cycle_us) {
+        meta.phase = (bit<96>)standard_metadata.ingress_global_timestamp + (bit<96>)offset_us;
+        meta.cycle = (bit<96>)cycle_us;
+        meta.pinned = 0;
+    }
+
+    action pin(bit<16> slice) {
+        meta.slice = slice;
+        meta.pinned = 1;
+    }
+
+    table clock {
+        key = { }
+        actions = { set_clock; pin; }
+        default_action = pin(0);
+    }
+
+    action set_slice(bit<16> slice) {
+        meta.slice = slice;
+    }
+
+    action night() {
+        port_rx.count((bit<32>)standard_metadata.ingress_port);
+        night_drops.count((bit<32>)standard_metadata.ingress_port);
+        mark_to_drop(standard_metadata);
+        exit;
+    }
+
+    table slice_of_phase {
+        key = { meta.phase_us: range; }
+        actions = { set_slice; night; }
+        default_action = night();
+        size = 4096;
+    }
+
+    action forward(port_t port) {
+        standard_metadata.egress_spec = port;
+    }
+
+    table circuit {
+        key = {
+            meta.slice: exact;
+            standard_metadata.ingress_port: exact;
+        }
+        actions = { forward; drop; }
+        default_action = drop();
+        size = 65536;
+    }
+
+    apply {
+        clock.apply();
+        if (meta.pinned == 0) {
+            PHASE_STEP(47) PHASE_STEP(46) PHASE_STEP(45) PHASE_STEP(44) PHASE_STEP(43) PHASE_STEP(42)
+            PHASE_STEP(41) PHASE_STEP(40) PHASE_STEP(39) PHASE_STEP(38) PHASE_STEP(37) PHASE_STEP(36)
+            PHASE_STEP(35) PHASE_STEP(34) PHASE_STEP(33) PHASE_STEP(32) PHASE_STEP(31) PHASE_STEP(30)
+            PHASE_STEP(29) PHASE_STEP(28) PHASE_STEP(27) PHASE_STEP(26) PHASE_STEP(25) PHASE_STEP(24)
+            PHASE_STEP(23) PHASE_STEP(22) PHASE_STEP(21) PHASE_STEP(20) PHASE_STEP(19) PHASE_STEP(18)
+            PHASE_STEP(17) PHASE_STEP(16) PHASE_STEP(15) PHASE_STEP(14) PHASE_STEP(13) PHASE_STEP(12)
+            PHASE_STEP(11) PHASE_STEP(10) PHASE_STEP(9)  PHASE_STEP(8)  PHASE_STEP(7)  PHASE_STEP(6)
+            PHASE_STEP(5)  PHASE_STEP(4)  PHASE_STEP(3)  PHASE_STEP(2)  PHASE_STEP(1)  PHASE_STEP(0)
+            meta.phase_us = (bit<48>)meta.phase;
+            slice_of_phase.apply();
+        }
+        port_rx.count((bit<32>)standard_metadata.ingress_port);
+        circuit.apply();
+    }
+}
+
+control OcsEgress(inout headers_t hdr, inout metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    counter(512, CounterType.packets_and_bytes) port_tx;
+
+    apply {
+        port_tx.count((bit<32>)standard_metadata.egress_port);
+    }
+}
+
+control OcsComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply { }
+}
+
+control OcsDeparser(packet_out packet, in headers_t hdr) {
+    apply { }
+}
+
+V1Switch(OcsParser(), OcsVerifyChecksum(), OcsIngress(), OcsEgress(), OcsComputeChecksum(),
+         OcsDeparser()) main;
