@@ -10,13 +10,30 @@
  *   - slice_of_phase: range entries [start, end) of the phase -> slice; a phase in no
  *     range is the night (reconfiguration): the frame is dropped and counted.
  *   - circuit: (slice, ingress port) -> egress port; a port that is dark in that slice drops.
+ *   - clock probe: a packet-out from the controller comes straight back as a packet-in
+ *     carrying the switch's ingress timestamp, so the controller can measure the switch's
+ *     clock against its own (controller/schedule/clock.py) and correct it with the offset.
  */
 #include <core.p4>
 #include <v1model.p4>
 
+#define CPU_PORT 510
 typedef bit<9> port_t;
 
+@controller_header("packet_out")
+header packet_out_t {
+    bit<8> probe;
+}
+
+@controller_header("packet_in")
+header packet_in_t {
+    bit<48> timestamp_us;
+    bit<8>  probe;
+}
+
 struct headers_t {
+    packet_out_t packet_out;
+    packet_in_t  packet_in;
 }
 
 struct metadata_t {
@@ -25,11 +42,19 @@ struct metadata_t {
     bit<48> phase_us;
     bit<16> slice;
     bit<1>  pinned;
+    bit<48> probe_us;
 }
 
 parser OcsParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
                  inout standard_metadata_t standard_metadata) {
     state start {
+        transition select(standard_metadata.ingress_port) {
+            CPU_PORT: parse_packet_out;
+            default: accept;
+        }
+    }
+    state parse_packet_out {
+        packet.extract(hdr.packet_out);
         transition accept;
     }
 }
@@ -99,6 +124,11 @@ control OcsIngress(inout headers_t hdr, inout metadata_t meta,
     }
 
     apply {
+        if (hdr.packet_out.isValid()) {
+            meta.probe_us = standard_metadata.ingress_global_timestamp;
+            standard_metadata.egress_spec = CPU_PORT;
+            exit;
+        }
         clock.apply();
         if (meta.pinned == 0) {
             PHASE_STEP(47) PHASE_STEP(46) PHASE_STEP(45) PHASE_STEP(44) PHASE_STEP(43) PHASE_STEP(42)
@@ -123,6 +153,12 @@ control OcsEgress(inout headers_t hdr, inout metadata_t meta,
 
     apply {
         port_tx.count((bit<32>)standard_metadata.egress_port);
+        if (standard_metadata.egress_port == CPU_PORT && hdr.packet_out.isValid()) {
+            hdr.packet_in.setValid();
+            hdr.packet_in.timestamp_us = meta.probe_us;
+            hdr.packet_in.probe = hdr.packet_out.probe;
+            hdr.packet_out.setInvalid();
+        }
     }
 }
 
@@ -131,7 +167,9 @@ control OcsComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
 }
 
 control OcsDeparser(packet_out packet, in headers_t hdr) {
-    apply { }
+    apply {
+        packet.emit(hdr.packet_in);
+    }
 }
 
 V1Switch(OcsParser(), OcsVerifyChecksum(), OcsIngress(), OcsEgress(), OcsComputeChecksum(),

@@ -197,7 +197,7 @@ def rail_fat_tree(servers: int, gpus: int, *, spines: int = 2, uplinks_per_leaf:
                     tuple(switches), tuple(links), params)
 
 
-def topoopt(n: int, d: int, *, rate_mbps: float | None = 100.0, program: str = "ocs_switch",
+def topoopt(n: int, d: int, *, rate_mbps: float | None = 100.0, program: str = "circuit_switch",
             name: str | None = None) -> Topology:
     """n servers of degree d, each NIC i wired through OCS i to the ring of stride delta_i.
 

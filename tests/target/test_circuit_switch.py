@@ -51,3 +51,18 @@ def test_days_and_nights_follow_the_schedule_on_a_set_clock(target_name: str, ma
                 else:
                     dst = s.circuits[c].slices[at.index][0]
                     assert out == [(dst + 1, FRAME)], f"t={t}: slice {at.index} sends rack 0 to {dst}"
+
+
+def test_clock_probe_measures_the_switch_clock(target_name: str) -> None:
+    """A probe's timestamp lies between its send and receive times on the controller's clock
+    (shifted by the switch's start): the estimate's error is within its stated bound."""
+    from controller.schedule.clock import controller_now_us, probe_clock
+
+    with open_target(target_name, pipeline_files("circuit_switch")) as sw:
+        first = probe_clock(sw.client, sw.schema, probes=12)
+        second = probe_clock(sw.client, sw.schema, probes=12)
+    assert first.samples == 12 and first.uncertainty_us < 50_000
+    # the same switch, measured twice: both estimates agree within their bounds (the clocks
+    # of the controller and the switch run at the same rate)
+    assert abs(first.started_at_us - second.started_at_us) <= first.uncertainty_us + second.uncertainty_us + 1
+    assert first.started_at_us < controller_now_us()
