@@ -27,6 +27,8 @@ from controller.errors import EmulationError
 from controller.install import InstallOptions, install_fabric
 from controller.netstate import NetRecord
 from controller.readiness import free_tcp_port
+from controller.schedule.install import ClockReport, install_schedule
+from controller.schedule.model import Schedule
 from controller.topology import dump_topology, require_valid
 from controller.topology.generators import switch_mac
 from controller.topology.model import Topology
@@ -61,8 +63,13 @@ class EmulatedFabric:
 
     def __init__(self, topo: Topology, *, target: str = "python", shape: bool = True,
                  source_routing: bool = False, log_dir: Path | None = None, publish: bool = True,
-                 install: bool = True, switch_args: tuple[str, ...] = ()) -> None:
+                 install: bool = True, switch_args: tuple[str, ...] = (),
+                 schedule: Schedule | None = None) -> None:
         self.topo = require_valid(topo, topo.name)
+        #: an optical fabric's schedule, installed on its circuit switches after the rules
+        self.schedule = schedule
+        self.schedule_epoch_us: float | None = None
+        self.clock_reports: list[ClockReport] = []
         self.target = target
         self.shape = shape
         #: make traffic sourced from NIC r's address leave through NIC r (the fat-tree's
@@ -147,6 +154,8 @@ class EmulatedFabric:
             if failed:
                 raise EmulationError("rule installation failed: " + "; ".join(f"{r.switch}: {r.error}" for r in failed))
             self.timings.rules_s = time.monotonic() - t0
+            if self.schedule is not None:
+                self.schedule_epoch_us, self.clock_reports = install_schedule(self.live, self.schedule)
         if self.publish:  # last: a published fabric is a ready one
             dump_topology(self.live, current_fabric_path())
         return self

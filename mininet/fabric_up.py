@@ -20,6 +20,7 @@ from fabric_net import EmulatedFabric
 from controller.cli.output import format_table
 from controller.cli.switch_args import current_fabric_path
 from controller.errors import MlfabricError
+from controller.schedule import load_schedule
 from controller.topology import load_topology
 
 
@@ -35,11 +36,14 @@ def main(argv: list[str]) -> int:
     p.add_argument("--cli", action="store_true", help="open Mininet's CLI instead of waiting")
     p.add_argument("--for", dest="duration", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--logs", type=Path, default=None, help="write each switch's log into this folder")
+    p.add_argument("--schedule", type=Path, default=None,
+                   help="optical fabrics: install this schedule on the circuit switches (else they stay dark)")
     a = p.parse_args(argv)
     try:
         topo = load_topology(a.topology)
+        schedule = load_schedule(a.schedule) if a.schedule else None
         fabric = EmulatedFabric(topo, target=a.target, shape=not a.no_shaping, install=not a.no_rules,
-                                source_routing=a.source_routing, log_dir=a.logs)
+                                source_routing=a.source_routing, log_dir=a.logs, schedule=schedule)
     except MlfabricError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         return 2
@@ -53,6 +57,9 @@ def main(argv: list[str]) -> int:
             print(f"[fabric] {topo.name} up in {fabric.timings.bring_up_s:.1f} s ({a.target} target, "
                   f"{'no rules' if a.no_rules else 'rules installed'})")
             print(format_table(rows))
+            for rep in fabric.clock_reports:
+                print(f"[fabric] schedule on {rep.switch}: offset {rep.offset_us} us, skew bound "
+                      f"{rep.skew_bound_us:.0f} us, {rep.entries} entries")
             print(f"[fabric] published {current_fabric_path()}: try `mlfabric rules show {rows[0]['switch']}`"
                   if rows else "[fabric] no switches")
             if a.cli:

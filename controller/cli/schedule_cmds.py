@@ -88,6 +88,38 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _live_topology(args: argparse.Namespace):
+    from controller.cli.switch_args import current_fabric_path
+    from controller.errors import MlfabricError
+    from controller.topology import load_topology
+
+    path = args.topology or current_fabric_path()
+    if not Path(path).exists():
+        raise MlfabricError(f"no running fabric: give --topology FILE or run mlfabric fabric up ({path} does not exist)")
+    return load_topology(path)
+
+
+def _install(args: argparse.Namespace) -> int:
+    from controller.schedule.install import install_schedule
+
+    s = load_schedule(args.file)
+    epoch, reports = install_schedule(_live_topology(args), s, probes=args.probes)
+    rows = [{"switch": r.switch, "circuit": r.circuit, "offset us": r.offset_us,
+             "skew bound us": round(r.skew_bound_us, 1), "entries": r.entries} for r in reports]
+    emit({"schedule": s.name, "epoch_us": epoch, "switches": rows}, as_json=args.json,
+         text=f"{_one_line(s)}\ninstalled on a common epoch (controller clock {epoch:.0f} us):\n"
+         + format_table(rows))
+    return 0
+
+
+def _stop(args: argparse.Namespace) -> int:
+    from controller.schedule.install import stop_schedule
+
+    done = stop_schedule(_live_topology(args))
+    emit({"stopped": done}, as_json=args.json, text=f"circuit switches dark: {', '.join(done) or 'none'}")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("schedule", help="reconfiguration schedules of optical fabrics (files, generators)")
     ssub = p.add_subparsers(dest="schedule_command", metavar="ACTION", required=True)
@@ -110,6 +142,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("file", type=Path)
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=_check)
+    i = ssub.add_parser("install", help="install a schedule on the running fabric's circuit switches, one epoch",
+                        epilog="example: mlfabric schedule install topologies/schedules/round-robin-4.yaml")
+    i.add_argument("file", type=Path)
+    i.add_argument("--topology", type=Path, default=None, help="topology with gRPC addresses (default: the running one)")
+    i.add_argument("--probes", type=int, default=16, help="clock probes per switch")
+    i.add_argument("--json", action="store_true")
+    i.set_defaults(func=_install)
+    t = ssub.add_parser("stop", help="every circuit switch dark: its slices and circuits deleted",
+                        epilog="example: mlfabric schedule stop")
+    t.add_argument("--topology", type=Path, default=None)
+    t.add_argument("--json", action="store_true")
+    t.set_defaults(func=_stop)
     s = ssub.add_parser("show", help="slices, duty cycle, calendar-queue waits (direct and VLB)",
                         epilog="example: mlfabric schedule show topologies/schedules/rr-4.yaml --at 25000")
     s.add_argument("file", type=Path)

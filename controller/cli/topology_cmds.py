@@ -11,6 +11,7 @@ from controller.topology import (
     check_topology,
     dump_topology,
     load_topology,
+    optical,
     rail_fat_tree,
     rail_only,
     topoopt,
@@ -26,6 +27,8 @@ def _gen(args: argparse.Namespace) -> int:
     elif args.kind == "fat-tree":
         topo = rail_fat_tree(args.servers, args.gpus, spines=args.spines, radix=args.radix,
                              oversubscription=args.oversubscription, rate_mbps=args.rate_mbps)
+    elif args.kind == "optical":
+        topo = optical(args.servers, args.hosts, uplinks=args.uplinks, rate_mbps=args.rate_mbps)
     else:
         topo = topoopt(args.servers, args.degree, rate_mbps=args.rate_mbps)
     if args.output:
@@ -115,10 +118,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = tsub.add_parser("gen", help="generate a fabric",
                         epilog="examples: mlfabric topology gen rail-only --servers 4 --gpus 4 -o topologies/rail-only-4x4.yaml\n"
                                "          mlfabric topology gen fat-tree --servers 4 --gpus 4 --spines 2 -o ft.yaml\n"
-                               "          mlfabric topology gen topoopt --servers 16 --degree 3",
+                               "          mlfabric topology gen topoopt --servers 16 --degree 3\n"
+                               "          mlfabric topology gen optical --servers 4 --hosts 1 --uplinks 1 -o topologies/optical-4x1.yaml",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    g.add_argument("kind", choices=("rail-only", "fat-tree", "topoopt"))
-    g.add_argument("--servers", type=int, required=True, help="servers (HB domains); n for topoopt")
+    g.add_argument("kind", choices=("rail-only", "fat-tree", "topoopt", "optical"))
+    g.add_argument("--servers", type=int, required=True, help="servers (HB domains); n for topoopt; racks for optical")
+    g.add_argument("--hosts", type=int, default=1, help="hosts per rack (optical)")
+    g.add_argument("--uplinks", type=int, default=1, help="ToR uplinks = circuit switches (optical)")
     g.add_argument("--gpus", type=int, default=8, help="GPUs per server = rails (rail fabrics)")
     g.add_argument("--degree", type=int, default=4, help="interfaces per server (topoopt)")
     g.add_argument("--radix", type=int, default=None, help="switch radix: rails larger than one switch become a per-rail Clos")
