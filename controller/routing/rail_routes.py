@@ -138,11 +138,12 @@ def compile_switch(topo: Topology, name: str, fabric: _Fabric | None = None) -> 
 
 def compile_fabric(topo: Topology) -> dict[str, SwitchRules]:
     """The entries of every switch, keyed by switch name: rail_switch fabrics, and optical
-    fabrics (ToRs' static routes; circuit switches start dark, a schedule sets them up)."""
+    fabrics (ToRs' hosts, racks and uplinks; a schedule adds their time-flow entries and sets
+    the circuit switches up, which start dark)."""
     if topo.kind == "optical":
-        from controller.routing.tor_routes import compile_tor
+        from controller.schedule.tor_rules import tor_static_rules
 
-        return {s.name: SwitchRules(s.name, s.program, tuple(compile_tor(topo, s.name) if s.role == "tor" else ()))
+        return {s.name: SwitchRules(s.name, s.program, tuple(tor_static_rules(topo, s.name) if s.role == "tor" else ()))
                 for s in topo.switches}
     fab = _Fabric(topo)
     return {s.name: compile_switch(topo, s.name, fab) for s in topo.switches}

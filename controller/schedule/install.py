@@ -1,8 +1,9 @@
-"""Install a schedule on a running optical fabric's circuit switches, on one common epoch.
+"""Install a schedule on a running optical fabric, every switch on one common epoch.
 
-For each circuit switch (``ocs0``, ``ocs1``... = the schedule's circuits in order): probe its
-clock (:mod:`controller.schedule.clock`), then replace its slice windows and circuits and
-set its clock so that its phase is the schedule's phase since ``epoch_us`` on the
+For each circuit switch (``ocs0``, ``ocs1``... = the schedule's circuits in order) and each
+ToR: probe its clock (:mod:`controller.schedule.clock`), then replace what an earlier
+schedule installed (circuits and slice windows; ToRs' slot windows and time-flow entries)
+and set its clock so that its phase is the schedule's phase since ``epoch_us`` on the
 controller's clock. The report gives each switch's skew bound: half the round trip of the
 probe the offset came from.
 """
@@ -18,6 +19,7 @@ from controller.p4runtime.entities import TableRule, encode_rule, update
 from controller.schedule.clock import controller_now_us, probe_clock
 from controller.schedule.model import Schedule
 from controller.schedule.ocs_rules import CIRCUIT, SLICE_OF_PHASE, circuit_switch_rules, clock_rule
+from controller.schedule.tor_rules import SCHEDULED_TABLES, tor_schedule_rules
 from controller.topology.model import Switch, Topology
 
 __all__ = ["ClockReport", "circuit_switches", "install_schedule", "stop_schedule"]
@@ -46,15 +48,23 @@ def _client(sw: Switch, election_id: int) -> P4RuntimeClient:
 
 def _clear(client: P4RuntimeClient, sw: Switch) -> None:
     schema, _ = _schema(sw.program)
-    ups = [update("delete", e) for t in (SLICE_OF_PHASE, CIRCUIT)
-           for e in client.read_table_entries(schema.table(t).id)]
+    tables = SCHEDULED_TABLES if sw.role == "tor" else (SLICE_OF_PHASE, CIRCUIT)
+    ups = [update("delete", e) for t in tables for e in client.read_table_entries(schema.table(t).id)]
     if ups:
         client.write_checked(ups)
 
 
-def install_schedule(topo: Topology, schedule: Schedule, *, epoch_us: float | None = None, probes: int = 16,
+def _write(client: P4RuntimeClient, sw: Switch, rules: list[TableRule]) -> None:
+    schema, _ = _schema(sw.program)
+    _clear(client, sw)
+    client.write_checked([update("modify" if r.is_default else "insert", encode_rule(schema, r)) for r in rules])
+
+
+def install_schedule(topo: Topology, schedule: Schedule, *, routing: str = "direct",
+                     epoch_us: float | None = None, probes: int = 16,
                      election_id: int = 1) -> tuple[float, list[ClockReport]]:
-    """Install ``schedule`` on every circuit switch of ``topo``; the epoch used and the reports."""
+    """Install ``schedule`` on every circuit switch and ToR of ``topo`` (time-flow entries
+    for ``routing``); the epoch used and the reports, circuit switches first."""
     ocs = circuit_switches(topo)
     if len(ocs) != len(schedule.circuits):
         raise ConfigError(schedule.source, "circuits", len(schedule.circuits),
@@ -70,22 +80,31 @@ def install_schedule(topo: Topology, schedule: Schedule, *, epoch_us: float | No
             est = probe_clock(client, schema, probes=probes)
             clock = clock_rule(schedule, u, started_at_us=round(est.started_at_us), epoch_us=round(epoch))
             rules: list[TableRule] = circuit_switch_rules(schedule, u)
-            _clear(client, sw)
-            client.write_checked([update("modify", encode_rule(schema, clock))]
-                                 + [update("insert", encode_rule(schema, r)) for r in rules])
+            _write(client, sw, [clock, *rules])
         reports.append(ClockReport(sw.name, u, int(clock.params.get("offset_us", 0)), est.uncertainty_us,
                                    len(rules)))
+    for sw in (s for s in topo.switches if s.role == "tor"):
+        schema, _ = _schema(sw.program)
+        with _client(sw, election_id) as client:
+            est = probe_clock(client, schema, probes=probes)
+            rules = tor_schedule_rules(topo, schedule, sw.name, routing=routing,
+                                       started_at_us=round(est.started_at_us), epoch_us=round(epoch))
+            _write(client, sw, rules)
+        offset = next((int(r.params["offset_us"]) for r in rules if r.is_default and "offset_us" in r.params), 0)
+        reports.append(ClockReport(sw.name, -1, offset, est.uncertainty_us, len(rules) - 1))
     return epoch, reports
 
 
 def stop_schedule(topo: Topology, *, election_id: int = 1) -> list[str]:
-    """Every circuit switch dark: its windows and circuits deleted, its clock pinned to slice 0."""
+    """Every circuit switch dark (windows and circuits deleted, clock pinned to slice 0) and
+    every ToR unclocked with no time-flow entries: traffic between racks stops."""
     done = []
-    for sw in circuit_switches(topo):
-        schema, _ = _schema(sw.program)
+    for sw in [*circuit_switches(topo), *(s for s in topo.switches if s.role == "tor")]:
         with _client(sw, election_id) as client:
-            _clear(client, sw)
-            pin = TableRule("OcsIngress.clock", {}, "OcsIngress.pin", {"slice": 0}, is_default=True)
-            client.write_checked([update("modify", encode_rule(schema, pin))])
+            if sw.role == "tor":
+                reset = TableRule("TorIngress.clock", {}, "TorIngress.unclocked", {}, is_default=True)
+            else:
+                reset = TableRule("OcsIngress.clock", {}, "OcsIngress.pin", {"slice": 0}, is_default=True)
+            _write(client, sw, [reset])
         done.append(sw.name)
     return done

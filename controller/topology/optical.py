@@ -1,6 +1,6 @@
 """The optical fabric: racks of hosts under ToRs, whose uplinks go to circuit switches.
 
-ToR ``r`` (``tor{r}``, role ``tor``, program rail_switch) has its hosts on ports
+ToR ``r`` (``tor{r}``, role ``tor``, program tor_switch) has its hosts on ports
 ``1..hosts``; its uplink ``u`` (port ``hosts + 1 + u``) is cabled to port ``r + 1`` of
 circuit switch ``ocs{u}`` (role ``ocs``, program circuit_switch), so a schedule's rack
 ``r`` is the circuit switches' port ``r + 1``. Host ``i`` of rack ``r`` is ``h{r}_{i}`` at
@@ -9,10 +9,17 @@ circuit switch ``ocs{u}`` (role ``ocs``, program circuit_switch), so a schedule'
 
 from __future__ import annotations
 
+import ipaddress
+
 from controller.errors import ConfigError
 from controller.topology.model import Endpoint, Host, Link, Nic, Switch, Topology
 
-__all__ = ["optical", "tor_uplink_port"]
+__all__ = ["optical", "rack_prefix", "tor_uplink_port"]
+
+
+def rack_prefix(rack: int) -> ipaddress.IPv4Network:
+    """The addresses of rack ``rack``'s hosts."""
+    return ipaddress.IPv4Network(f"10.200.{rack}.0/24")
 
 
 def tor_uplink_port(topo: Topology, uplink: int) -> int:
@@ -35,7 +42,7 @@ def optical(racks: int, hosts: int = 1, *, uplinks: int = 1, rate_mbps: float | 
     if not 1 <= uplinks <= 16:
         raise ConfigError("<optical>", "uplinks", uplinks, "must be in 1..16")
     host_list, links = [], []
-    switches = [Switch(f"tor{r}", "tor", "rail_switch", r + 1) for r in range(racks)]
+    switches = [Switch(f"tor{r}", "tor", "tor_switch", r + 1) for r in range(racks)]
     switches += [Switch(f"ocs{u}", "ocs", "circuit_switch", 1000 + u) for u in range(uplinks)]
     for r in range(racks):
         for i in range(hosts):

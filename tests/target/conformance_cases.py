@@ -363,5 +363,38 @@ OCS_NIGHT = Program("circuit_switch_night", artifact="circuit_switch", home=0, r
     Rule("OcsIngress.clock", {}, "OcsIngress.set_clock", {"offset_us": 5, "cycle_us": 1000}, default=True),
     *_OCS_CIRCUITS), packets=_OCS_FRAMES[:2])
 
+
+
+def ip_frame(dst: str, ttl: int = 64) -> bytes:
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+
+    return bytes(Ether(dst="02:5f:00:00:01:00", src="02:c8:00:00:00:01") /
+                 IP(src="10.200.0.1", dst=dst, ttl=ttl, id=1) / UDP(sport=5, dport=9000) / (b"t" * 20))
+
+
+#: an unclocked ToR (a one-shot schedule: every packet arrives in slot 0)
+TOR_TIMEFLOW = Program("tor_switch_timeflow", artifact="tor_switch", home=0, rules=(
+    Rule("TorIngress.ipv4_lpm", {"hdr.ipv4.dst_addr": "10.200.0.1/32"}, "TorIngress.set_nexthop",
+         {"port": 1, "dmac": "02:c8:00:00:00:01", "smac": "02:5f:00:00:01:00"}),
+    Rule("TorIngress.rack_of", {"hdr.ipv4.dst_addr": "10.200.1.0/24"}, "TorIngress.set_rack", {"rack": 1}),
+    Rule("TorIngress.rack_of", {"hdr.ipv4.dst_addr": "10.200.2.0/24"}, "TorIngress.set_rack", {"rack": 2}),
+    Rule("TorIngress.uplinks", {"standard_metadata.ingress_port": "3"}, "TorIngress.from_circuit"),
+    Rule("TorIngress.timeflow", {"meta.rack": "1", "meta.slot": "0", "meta.transit": "0"}, "TorIngress.send",
+         {"port": 3, "wait_slots": 0}),
+    Rule("TorIngress.timeflow", {"meta.rack": "1", "meta.slot": "0", "meta.transit": "1"}, "TorIngress.send",
+         {"port": 4, "wait_slots": 0}),
+    Rule("TorIngress.timeflow", {"meta.rack": "2", "meta.slot": "0", "meta.transit": "0"}, "TorIngress.send",
+         {"port": 3, "wait_slots": 2}),
+), packets=(
+    ("own-host-down", 3, ip_frame("10.200.0.1")),
+    ("rack1-up-now", 1, ip_frame("10.200.1.7")),
+    ("rack1-transit", 3, ip_frame("10.200.1.7")),
+    ("rack2-must-wait-dropped", 1, ip_frame("10.200.2.7")),
+    ("unknown-rack-dropped", 1, ip_frame("10.200.9.7")),
+    ("ttl-1-dropped", 1, ip_frame("10.200.1.7", ttl=1)),
+    ("not-ipv4-dropped", 1, bytes(12) + b"\x88\xb5" + bytes(40)),
+))
+
 PROGRAMS = (ARITH, MATCHING, PARSING, REPLICATION, HASHING, STATEFUL, SELECTORS, VARBIT,
-            DIRECT_METER, RAIL_MIRROR, OCS_PINNED, OCS_CLOCKED, OCS_NIGHT)
+            DIRECT_METER, RAIL_MIRROR, OCS_PINNED, OCS_CLOCKED, OCS_NIGHT, TOR_TIMEFLOW)

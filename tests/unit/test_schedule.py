@@ -131,3 +131,24 @@ def test_circuit_switch_rules_cover_every_day_and_circuit() -> None:
     assert len(circuits) == 3 * 4 and circuits[(0, 5)] == 6 and circuits[(2, 5)] == 8
     with pytest.raises(ConfigError, match="one distinct port"):
         circuit_switch_rules(s, 0, ports=[1, 1, 2, 3])
+
+
+def test_tor_rules_carry_the_time_flow_of_their_rack() -> None:
+    from controller.schedule.tor_rules import tor_schedule_rules, tor_static_rules
+    from controller.topology import optical
+
+    topo = optical(4, 2, uplinks=1)
+    s = round_robin(4, slice_us=900, night_us=100)
+    grid = slots(s)
+    rules = tor_schedule_rules(topo, s, "tor2", started_at_us=10_000, epoch_us=2_500)
+    clock = [r for r in rules if r.is_default]
+    assert clock[0].params == {"offset_us": 7_500 % grid.cycle_us, "cycle_us": grid.cycle_us}
+    flows = [r for r in rules if r.table == "TorIngress.timeflow"]
+    assert len(flows) == 3 * grid.count * 2
+    assert {r.params["port"] for r in flows} == {3}  # hosts on 1..2, the uplink on 3
+    mine = {(e.dst, e.arrival, int(e.transit)): e.wait_slots for e in timeflow(s) if e.tor == 2}
+    assert {(r.match["meta.rack"].value, r.match["meta.slot"].value, r.match["meta.transit"].value):
+            r.params["wait_slots"] for r in flows} == mine
+    static = tor_static_rules(topo, "tor2")
+    assert sum(r.table == "TorIngress.rack_of" for r in static) == 3
+    assert sum(r.table == "TorIngress.ipv4_lpm" for r in static) == 2

@@ -1,0 +1,286 @@
+/*
+ * tor_switch: the top-of-rack switch of an optical fabric, with OpenOptics-style time-flow
+ * tables on stock v1model.
+ *
+ *   - ipv4_lpm: this rack's hosts (/32) go down, rewritten to the host's MAC.
+ *   - Anything else is for another rack: rack_of (LPM on the destination) names the rack;
+ *     the switch's clock (as circuit_switch's: offset to the fabric's epoch, phase by
+ *     restoring division, slot by range lookup) gives the arrival slot; uplinks says
+ *     whether the packet came down from a circuit (transit) or from a host.
+ *   - timeflow: (rack, arrival slot, transit) -> (uplink port, slots to wait). Stock BMv2
+ *     has no calendar queue, so a packet whose circuit is not up in its arrival slot
+ *     (wait > 0) is dropped and counted in calendar_drops instead of waiting.
+ *   - Clock probe: a packet-out with probe != 0 comes back as a packet-in carrying the
+ *     ingress timestamp (controller/schedule/clock.py); probe == 0 is an ordinary
+ *     packet-out to egress_port.
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+#define CPU_PORT 510
+#define ETHERTYPE_IPV4 0x0800
+#define IP_PROTO_TCP 6
+#define IP_PROTO_UDP 17
+
+typedef bit<9>  port_t;
+typedef bit<48> mac_addr_t;
+
+@controller_header("packet_out")
+header packet_out_t {
+    port_t egress_port;
+    bit<7> _pad;
+    bit<8> probe;
+}
+
+@controller_header("packet_in")
+header packet_in_t {
+    port_t  ingress_port;
+    bit<7>  _pad;
+    bit<48> timestamp_us;
+    bit<8>  probe;
+}
+
+header ethernet_t {
+    mac_addr_t dst_addr;
+    mac_addr_t src_addr;
+    bit<16>    ether_type;
+}
+
+header ipv4_t {
+    bit<4>  version;
+    bit<4>  ihl;
+    bit<8>  diffserv;
+    bit<16> total_len;
+    bit<16> identification;
+    bit<3>  flags;
+    bit<13> frag_offset;
+    bit<8>  ttl;
+    bit<8>  protocol;
+    bit<16> hdr_checksum;
+    bit<32> src_addr;
+    bit<32> dst_addr;
+}
+
+struct headers_t {
+    packet_out_t packet_out;
+    packet_in_t  packet_in;
+    ethernet_t   ethernet;
+    ipv4_t       ipv4;
+}
+
+struct metadata_t {
+    bit<96> phase;
+    bit<96> cycle;
+    bit<48> phase_us;
+    bit<16> slot;
+    bit<16> rack;
+    bit<1>  transit;
+    bit<1>  clocked;
+    bit<16> wait_slots;
+    bit<48> probe_us;
+}
+
+parser TorParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
+                 inout standard_metadata_t standard_metadata) {
+    state start {
+        transition select(standard_metadata.ingress_port) {
+            CPU_PORT: parse_packet_out;
+            default: parse_ethernet;
+        }
+    }
+    state parse_packet_out {
+        packet.extract(hdr.packet_out);
+        transition parse_ethernet;
+    }
+    state parse_ethernet {
+        packet.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+    state parse_ipv4 {
+        packet.extract(hdr.ipv4);
+        transition accept;
+    }
+}
+
+control TorVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply { }
+}
+
+#define PHASE_STEP(J) if (meta.phase >= (meta.cycle << J)) { meta.phase = meta.phase - (meta.cycle << J); }
+
+control TorIngress(inout headers_t hdr, inout metadata_t meta,
+                   inout standard_metadata_t standard_metadata) {
+    counter(512, CounterType.packets_and_bytes) port_rx;
+    counter(512, CounterType.packets_and_bytes) calendar_drops;
+
+    action drop() {
+        mark_to_drop(standard_metadata);
+    }
+
+    action set_nexthop(port_t port, mac_addr_t dmac, mac_addr_t smac) {
+        standard_metadata.egress_spec = port;
+        hdr.ethernet.dst_addr = dmac;
+        hdr.ethernet.src_addr = smac;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+    }
+
+    table ipv4_lpm {
+        key = { hdr.ipv4.dst_addr: lpm; }
+        actions = { set_nexthop; drop; NoAction; }
+        default_action = NoAction();
+        size = 4096;
+    }
+
+    action set_rack(bit<16> rack) {
+        meta.rack = rack;
+    }
+
+    table rack_of {
+        key = { hdr.ipv4.dst_addr: lpm; }
+        actions = { set_rack; drop; }
+        default_action = drop();
+        size = 1024;
+    }
+
+    action set_clock(bit<48> offset_us, bit<48> cycle_us) {
+        meta.phase = (bit<96>)standard_metadata.ingress_global_timestamp + (bit<96>)offset_us;
+        meta.cycle = (bit<96>)cycle_us;
+        meta.clocked = 1;
+    }
+
+    action unclocked() {
+        meta.slot = 0;
+        meta.clocked = 0;
+    }
+
+    table clock {
+        key = { }
+        actions = { set_clock; unclocked; }
+        default_action = unclocked();
+    }
+
+    action set_slot(bit<16> slot) {
+        meta.slot = slot;
+    }
+
+    table slot_of_phase {
+        key = { meta.phase_us: range; }
+        actions = { set_slot; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+
+    action from_circuit() {
+        meta.transit = 1;
+    }
+
+    table uplinks {
+        key = { standard_metadata.ingress_port: exact; }
+        actions = { from_circuit; NoAction; }
+        default_action = NoAction();
+        size = 64;
+    }
+
+    action send(port_t port, bit<16> wait_slots) {
+        standard_metadata.egress_spec = port;
+        meta.wait_slots = wait_slots;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+    }
+
+    table timeflow {
+        key = {
+            meta.rack: exact;
+            meta.slot: exact;
+            meta.transit: exact;
+        }
+        actions = { send; drop; }
+        default_action = drop();
+        size = 1048576;
+    }
+
+    apply {
+        port_rx.count((bit<32>)standard_metadata.ingress_port);
+        if (hdr.packet_out.isValid()) {
+            if (hdr.packet_out.probe != 0) {
+                meta.probe_us = standard_metadata.ingress_global_timestamp;
+                standard_metadata.egress_spec = CPU_PORT;
+            } else {
+                standard_metadata.egress_spec = hdr.packet_out.egress_port;
+                hdr.packet_out.setInvalid();
+            }
+            exit;
+        }
+        if (!hdr.ipv4.isValid() || hdr.ipv4.ttl <= 1) {
+            drop();
+            exit;
+        }
+        switch (ipv4_lpm.apply().action_run) {
+            NoAction: {
+                rack_of.apply();
+                clock.apply();
+                if (meta.clocked == 1) {
+                    PHASE_STEP(47) PHASE_STEP(46) PHASE_STEP(45) PHASE_STEP(44) PHASE_STEP(43) PHASE_STEP(42)
+                    PHASE_STEP(41) PHASE_STEP(40) PHASE_STEP(39) PHASE_STEP(38) PHASE_STEP(37) PHASE_STEP(36)
+                    PHASE_STEP(35) PHASE_STEP(34) PHASE_STEP(33) PHASE_STEP(32) PHASE_STEP(31) PHASE_STEP(30)
+                    PHASE_STEP(29) PHASE_STEP(28) PHASE_STEP(27) PHASE_STEP(26) PHASE_STEP(25) PHASE_STEP(24)
+                    PHASE_STEP(23) PHASE_STEP(22) PHASE_STEP(21) PHASE_STEP(20) PHASE_STEP(19) PHASE_STEP(18)
+                    PHASE_STEP(17) PHASE_STEP(16) PHASE_STEP(15) PHASE_STEP(14) PHASE_STEP(13) PHASE_STEP(12)
+                    PHASE_STEP(11) PHASE_STEP(10) PHASE_STEP(9)  PHASE_STEP(8)  PHASE_STEP(7)  PHASE_STEP(6)
+                    PHASE_STEP(5)  PHASE_STEP(4)  PHASE_STEP(3)  PHASE_STEP(2)  PHASE_STEP(1)  PHASE_STEP(0)
+                    meta.phase_us = (bit<48>)meta.phase;
+                    slot_of_phase.apply();
+                }
+                uplinks.apply();
+                timeflow.apply();
+                if (meta.wait_slots != 0) {
+                    calendar_drops.count((bit<32>)standard_metadata.ingress_port);
+                    drop();
+                }
+            }
+        }
+    }
+}
+
+control TorEgress(inout headers_t hdr, inout metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    counter(512, CounterType.packets_and_bytes) port_tx;
+
+    apply {
+        port_tx.count((bit<32>)standard_metadata.egress_port);
+        if (standard_metadata.egress_port == CPU_PORT) {
+            hdr.packet_in.setValid();
+            hdr.packet_in.ingress_port = standard_metadata.ingress_port;
+            hdr.packet_in._pad = 0;
+            hdr.packet_in.timestamp_us = meta.probe_us;
+            hdr.packet_in.probe = 0;
+            if (hdr.packet_out.isValid()) {
+                hdr.packet_in.probe = hdr.packet_out.probe;
+                hdr.packet_out.setInvalid();
+            }
+        }
+    }
+}
+
+control TorComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply {
+        update_checksum(hdr.ipv4.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset,
+              hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+    }
+}
+
+control TorDeparser(packet_out packet, in headers_t hdr) {
+    apply {
+        packet.emit(hdr.packet_in);
+        packet.emit(hdr.ethernet);
+        packet.emit(hdr.ipv4);
+    }
+}
+
+V1Switch(TorParser(), TorVerifyChecksum(), TorIngress(), TorEgress(), TorComputeChecksum(),
+         TorDeparser()) main;
