@@ -103,8 +103,8 @@ def _install(args: argparse.Namespace) -> int:
     from controller.schedule.install import install_schedule
 
     s = load_schedule(args.file)
-    epoch, reports = install_schedule(_live_topology(args), s, probes=args.probes)
-    rows = [{"switch": r.switch, "circuit": r.circuit, "offset us": r.offset_us,
+    epoch, reports = install_schedule(_live_topology(args), s, routing=args.routing, probes=args.probes)
+    rows = [{"switch": r.switch, "circuit": r.circuit if r.circuit >= 0 else "-", "offset us": r.offset_us,
              "skew bound us": round(r.skew_bound_us, 1), "entries": r.entries} for r in reports]
     emit({"schedule": s.name, "epoch_us": epoch, "switches": rows}, as_json=args.json,
          text=f"{_one_line(s)}\ninstalled on a common epoch (controller clock {epoch:.0f} us):\n"
@@ -147,6 +147,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("file", type=Path)
     i.add_argument("--topology", type=Path, default=None, help="topology with gRPC addresses (default: the running one)")
     i.add_argument("--probes", type=int, default=16, help="clock probes per switch")
+    i.add_argument("--routing", choices=ROUTINGS, default="direct", help="the ToRs' time-flow routing")
     i.add_argument("--json", action="store_true")
     i.set_defaults(func=_install)
     t = ssub.add_parser("stop", help="every circuit switch dark: its slices and circuits deleted",
