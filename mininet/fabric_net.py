@@ -64,8 +64,17 @@ class EmulatedFabric:
     def __init__(self, topo: Topology, *, target: str = "python", shape: bool = True,
                  source_routing: bool = False, log_dir: Path | None = None, publish: bool = True,
                  install: bool = True, switch_args: tuple[str, ...] = (),
-                 schedule: Schedule | None = None) -> None:
+                 schedule: Schedule | None = None, routing: str = "direct",
+                 calendar_queues: bool = False) -> None:
         self.topo = require_valid(topo, topo.name)
+        if calendar_queues and target != "python":
+            raise EmulationError("calendar queues are a Python-target extension: on BMv2 a packet whose "
+                                 "slot has not come is dropped at the ToR (leave calendar_queues off)")
+        #: ToRs hold packets until their slot (the Python target's --calendar-queue)
+        self.calendar_queues = calendar_queues
+        self.routing = routing
+        if calendar_queues:
+            switch_args = (*switch_args, "--calendar-queue", "release_us")
         #: an optical fabric's schedule, installed on its circuit switches after the rules
         self.schedule = schedule
         self.schedule_epoch_us: float | None = None
@@ -155,7 +164,8 @@ class EmulatedFabric:
                 raise EmulationError("rule installation failed: " + "; ".join(f"{r.switch}: {r.error}" for r in failed))
             self.timings.rules_s = time.monotonic() - t0
             if self.schedule is not None:
-                self.schedule_epoch_us, self.clock_reports = install_schedule(self.live, self.schedule)
+                self.schedule_epoch_us, self.clock_reports = install_schedule(
+                    self.live, self.schedule, routing=self.routing, hold=self.calendar_queues)
         if self.publish:  # last: a published fabric is a ready one
             dump_topology(self.live, current_fabric_path())
         return self

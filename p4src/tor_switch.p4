@@ -7,9 +7,12 @@
  *     the switch's clock (as circuit_switch's: offset to the fabric's epoch, phase by
  *     restoring division, slot by range lookup) gives the arrival slot; uplinks says
  *     whether the packet came down from a circuit (transit) or from a host.
- *   - timeflow: (rack, arrival slot, transit) -> (uplink port, slots to wait). Stock BMv2
- *     has no calendar queue, so a packet whose circuit is not up in its arrival slot
- *     (wait > 0) is dropped and counted in calendar_drops instead of waiting.
+ *   - timeflow: (rack, arrival slot, transit) -> (uplink port, slots to wait). The packet's
+ *     release time, the start of its send slot on the switch's clock, goes in
+ *     meta.release_us. Stock BMv2 has no calendar queue, so a packet whose circuit is not
+ *     up in its arrival slot (wait > 0) is dropped and counted in calendar_drops; where the
+ *     target holds packets until meta.release_us (the Python target's calendar-queue
+ *     extension), the controller sets the clock's hold flag and the packet waits instead.
  *   - Clock probe: a packet-out with probe != 0 comes back as a packet-in carrying the
  *     ingress timestamp (controller/schedule/clock.py); probe == 0 is an ordinary
  *     packet-out to egress_port.
@@ -78,6 +81,9 @@ struct metadata_t {
     bit<1>  clocked;
     bit<16> wait_slots;
     bit<48> probe_us;
+    bit<48> slot_start_us;
+    bit<48> release_us;
+    bit<1>  hold;
 }
 
 parser TorParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
@@ -145,10 +151,11 @@ control TorIngress(inout headers_t hdr, inout metadata_t meta,
         size = 1024;
     }
 
-    action set_clock(bit<48> offset_us, bit<48> cycle_us) {
+    action set_clock(bit<48> offset_us, bit<48> cycle_us, bit<1> hold) {
         meta.phase = (bit<96>)standard_metadata.ingress_global_timestamp + (bit<96>)offset_us;
         meta.cycle = (bit<96>)cycle_us;
         meta.clocked = 1;
+        meta.hold = hold;
     }
 
     action unclocked() {
@@ -162,8 +169,9 @@ control TorIngress(inout headers_t hdr, inout metadata_t meta,
         default_action = unclocked();
     }
 
-    action set_slot(bit<16> slot) {
+    action set_slot(bit<16> slot, bit<48> start_us) {
         meta.slot = slot;
+        meta.slot_start_us = start_us;
     }
 
     table slot_of_phase {
@@ -184,9 +192,11 @@ control TorIngress(inout headers_t hdr, inout metadata_t meta,
         size = 64;
     }
 
-    action send(port_t port, bit<16> wait_slots) {
+    action send(port_t port, bit<16> wait_slots, bit<48> wait_us) {
         standard_metadata.egress_spec = port;
         meta.wait_slots = wait_slots;
+        meta.release_us = standard_metadata.ingress_global_timestamp - (meta.phase_us - meta.slot_start_us)
+                          + wait_us;
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
     }
 
@@ -235,7 +245,7 @@ control TorIngress(inout headers_t hdr, inout metadata_t meta,
                 }
                 uplinks.apply();
                 timeflow.apply();
-                if (meta.wait_slots != 0) {
+                if (meta.wait_slots != 0 && meta.hold == 0) {
                     calendar_drops.count((bit<32>)standard_metadata.ingress_port);
                     drop();
                 }

@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue-depth", type=int, default=None, help="egress queue depth in packets (default 64)")
     p.add_argument("--queue-rate", type=float, default=None, help="egress rate of every port, packets/s")
     p.add_argument("--queue-rate-port", type=_port_rate, action="append", default=[], metavar="PORT:PPS")
+    p.add_argument("--calendar-queue", default=None, metavar="FIELD",
+                   help="extension (not in BMv2): hold each packet until the switch-clock time (us) in "
+                        "this metadata field, e.g. release_us (OpenOptics' calendar queues)")
     return p
 
 
@@ -75,6 +78,7 @@ def _options(args: argparse.Namespace):
         queue_depth=args.queue_depth or DEFAULT_QUEUE_DEPTH,
         queue_rate_pps=args.queue_rate,
         port_rates=dict(args.queue_rate_port),
+        calendar_field=args.calendar_queue,
         log_console=args.log_console,
     )
 

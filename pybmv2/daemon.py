@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pybmv2.calendar import CalendarQueue, release_slot
 from pybmv2.errors import PacketIOError
 from pybmv2.pcap import PcapWriter
 from pybmv2.ports import Port, PortSpec
@@ -39,6 +40,8 @@ class DaemonOptions:
     queue_rate_pps: float | None = None
     port_rates: dict[int, float] = field(default_factory=dict)
     log_console: bool = False
+    #: extension: hold a packet until the time in this metadata field (pybmv2.calendar)
+    calendar_field: str | None = None
 
 
 class SwitchDaemon:
@@ -61,6 +64,9 @@ class SwitchDaemon:
         for port, rate in options.port_rates.items():
             self.queues.set_rate(port, rate)
         self.switch.queue_depth = self.queues.depth
+        self.calendar = CalendarQueue(self._to_queue, self.switch.now_us) if options.calendar_field else None
+        self._calendar_program: object = None
+        self._calendar_slot: int | None = None
         try:
             for spec in options.ports:
                 if spec.number in self.ports:
@@ -84,6 +90,20 @@ class SwitchDaemon:
             self._enqueue(job)
 
     def _enqueue(self, job: EgressJob) -> None:
+        if self.calendar is not None:
+            program = self.switch.program
+            if program is not self._calendar_program:  # a new pipeline: find its field
+                assert self.options.calendar_field is not None
+                self._calendar_program = program
+                self._calendar_slot = release_slot(program, self.options.calendar_field)
+            if self._calendar_slot is not None:
+                release = job.state.values[self._calendar_slot]
+                if release > self.switch.now_us():
+                    self.calendar.hold(job, release)
+                    return
+        self._to_queue(job)
+
+    def _to_queue(self, job: EgressJob) -> None:
         self.switch.mark_enqueued(job, self.queues.depth(job.port))
         if not self.queues.push(job):
             log.debug("egress queue of port %d full: dropped", job.port)
@@ -116,6 +136,8 @@ class SwitchDaemon:
     def serve_forever(self) -> None:
         self.server.start()
         self.queues.start()
+        if self.calendar is not None:
+            self.calendar.start()
         log.info("switch up: device %d, P4Runtime on %s, ports %s", self.options.device_id,
                  self.server.address, {n: p.spec.iface for n, p in self.ports.items()})
         sel = selectors.DefaultSelector()
@@ -145,6 +167,8 @@ class SwitchDaemon:
         server = getattr(self, "server", None)
         if server is not None:
             server.stop()
+        if self.calendar is not None:
+            self.calendar.stop()
         self.queues.stop()
         for port in self.ports.values():
             port.close()

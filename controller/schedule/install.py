@@ -61,10 +61,11 @@ def _write(client: P4RuntimeClient, sw: Switch, rules: list[TableRule]) -> None:
 
 
 def install_schedule(topo: Topology, schedule: Schedule, *, routing: str = "direct",
-                     epoch_us: float | None = None, probes: int = 16,
+                     epoch_us: float | None = None, probes: int = 16, hold: bool = False,
                      election_id: int = 1) -> tuple[float, list[ClockReport]]:
     """Install ``schedule`` on every circuit switch and ToR of ``topo`` (time-flow entries
-    for ``routing``); the epoch used and the reports, circuit switches first."""
+    for ``routing``; ``hold``: the ToRs have calendar queues); the epoch used and the
+    reports, circuit switches first."""
     ocs = circuit_switches(topo)
     if len(ocs) != len(schedule.circuits):
         raise ConfigError(schedule.source, "circuits", len(schedule.circuits),
@@ -87,7 +88,7 @@ def install_schedule(topo: Topology, schedule: Schedule, *, routing: str = "dire
         schema, _ = _schema(sw.program)
         with _client(sw, election_id) as client:
             est = probe_clock(client, schema, probes=probes)
-            rules = tor_schedule_rules(topo, schedule, sw.name, routing=routing,
+            rules = tor_schedule_rules(topo, schedule, sw.name, routing=routing, hold=hold,
                                        started_at_us=round(est.started_at_us), epoch_us=round(epoch))
             _write(client, sw, rules)
         offset = next((int(r.params["offset_us"]) for r in rules if r.is_default and "offset_us" in r.params), 0)

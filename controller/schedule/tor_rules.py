@@ -58,8 +58,11 @@ def tor_static_rules(topo: Topology, name: str) -> list[TableRule]:
 
 
 def tor_schedule_rules(topo: Topology, schedule: Schedule, name: str, *, routing: str = "direct",
-                       started_at_us: int = 0, epoch_us: int = 0) -> list[TableRule]:
-    """The clock (a default action), slot windows and time-flow entries of ToR ``name``."""
+                       started_at_us: int = 0, epoch_us: int = 0, hold: bool = False) -> list[TableRule]:
+    """The clock (a default action), slot windows and time-flow entries of ToR ``name``.
+
+    ``hold``: the switch has calendar queues (it holds a packet until ``meta.release_us``),
+    so a packet whose slot has not come waits instead of being dropped."""
     grid = slots(schedule)
     rack = _rack(name)
     rules: list[TableRule] = []
@@ -68,15 +71,18 @@ def tor_schedule_rules(topo: Topology, schedule: Schedule, name: str, *, routing
     else:
         offset = (started_at_us - epoch_us) % grid.cycle_us
         rules.append(TableRule("TorIngress.clock", {}, "TorIngress.set_clock",
-                               {"offset_us": offset, "cycle_us": grid.cycle_us}, is_default=True))
+                               {"offset_us": offset, "cycle_us": grid.cycle_us, "hold": int(hold)},
+                               is_default=True))
         rules += [TableRule("TorIngress.slot_of_phase",
                             {"meta.phase_us": Range(k * grid.slot_us, (k + 1) * grid.slot_us - 1)},
-                            "TorIngress.set_slot", {"slot": k}, priority=1) for k in range(grid.count)]
+                            "TorIngress.set_slot", {"slot": k, "start_us": k * grid.slot_us}, priority=1)
+                  for k in range(grid.count)]
     for e in timeflow(schedule, routing):
         if e.tor != rack:
             continue
         rules.append(TableRule("TorIngress.timeflow",
                                {"meta.rack": Exact(e.dst), "meta.slot": Exact(e.arrival),
                                 "meta.transit": Exact(int(e.transit))},
-                               "TorIngress.send", {"port": tor_uplink_port(topo, e.uplink), "wait_slots": e.wait_slots}))
+                               "TorIngress.send", {"port": tor_uplink_port(topo, e.uplink), "wait_slots": e.wait_slots,
+                                                   "wait_us": e.wait_slots * grid.slot_us}))
     return rules
