@@ -142,7 +142,7 @@ def test_tor_rules_carry_the_time_flow_of_their_rack() -> None:
     grid = slots(s)
     rules = tor_schedule_rules(topo, s, "tor2", started_at_us=10_000, epoch_us=2_500)
     clock = [r for r in rules if r.is_default]
-    assert clock[0].params == {"offset_us": 7_500 % grid.cycle_us, "cycle_us": grid.cycle_us}
+    assert clock[0].params == {"offset_us": 7_500 % grid.cycle_us, "cycle_us": grid.cycle_us, "hold": 0}
     flows = [r for r in rules if r.table == "TorIngress.timeflow"]
     assert len(flows) == 3 * grid.count * 2
     assert {r.params["port"] for r in flows} == {3}  # hosts on 1..2, the uplink on 3
