@@ -48,11 +48,13 @@ except socket.timeout:
     pass
 print(json.dumps(out))
 """
-MARGIN_US = 15_000  # a packet this close to a slice boundary may be counted on either side
+#: a packet this close to a slice boundary may be counted on either side (host and switch
+#: latency under a loaded 2-core machine)
+MARGIN_US = 30_000
 
 
 def _run(tmp_path: Path, target: str, schedule, **fabric_options):
-    """Rack 0's host sends UDP to rack 1's for 1.6 s; (sent, arrivals by slice, ToR drops)."""
+    """Rack 0's host sends UDP to rack 1's for 2 s; (sent, received, arrivals by slice, ToR drops)."""
     (tmp_path / "send.py").write_text(SENDER)
     (tmp_path / "recv.py").write_text(RECEIVER)
     topo = optical(4, 1, uplinks=1, rate_mbps=None)
@@ -61,10 +63,10 @@ def _run(tmp_path: Path, target: str, schedule, **fabric_options):
         assert len(fab.clock_reports) == 5
         assert all(r.skew_bound_us < 1000 for r in fab.clock_reports), "schedule skew goal: under 1 ms"
         epoch = fab.schedule_epoch_us
-        recv = fab.host("h1_0").popen([sys.executable, str(tmp_path / "recv.py"), "10.200.1.1", "1.5"],
+        recv = fab.host("h1_0").popen([sys.executable, str(tmp_path / "recv.py"), "10.200.1.1", "2.0"],
                                       stdout=subprocess.PIPE, text=True)
         time.sleep(0.3)
-        sent = fab.host("h0_0").cmd(f"{sys.executable} {tmp_path / 'send.py'} 10.200.1.1 1.6")
+        sent = fab.host("h0_0").cmd(f"{sys.executable} {tmp_path / 'send.py'} 10.200.1.1 2.0")
         out, _ = recv.communicate(timeout=30)
         from controller.p4build import pipeline_files
         from controller.p4runtime.client import P4RuntimeClient
@@ -88,7 +90,7 @@ def _run(tmp_path: Path, target: str, schedule, **fabric_options):
 
 
 def test_traffic_crosses_only_in_the_slices_that_connect_the_racks(target_name: str, tmp_path: Path) -> None:
-    schedule = round_robin(4, slice_us=200_000, night_us=50_000)
+    schedule = round_robin(4, slice_us=200_000, night_us=100_000)
     sent, received, arrivals, waited = _run(tmp_path, target_name, schedule)
     assert sent > 200 and received, "nothing crossed in a whole cycle"
     assert "night" not in arrivals, f"packets crossed at night: {arrivals}"
@@ -102,7 +104,7 @@ def test_calendar_queues_hold_packets_until_their_slot(target_name: str, tmp_pat
     waits at the ToR for day 0 instead of being dropped."""
     if target_name != "python":
         pytest.skip("calendar queues are a Python-target extension; BMv2 drops instead (the test above)")
-    schedule = round_robin(4, slice_us=200_000, night_us=50_000)
+    schedule = round_robin(4, slice_us=200_000, night_us=100_000)
     sent, received, arrivals, waited = _run(tmp_path, "python", schedule, calendar_queues=True,
                                            switch_args=("--queue-depth", "2000"))
     assert set(arrivals) == {0}, f"held packets must leave in day 0 only: {arrivals}"

@@ -100,8 +100,9 @@ def test_a_silent_peer_times_out_and_the_mesh_aborts() -> None:
     config = loopback_config(1, 3, timeout_s=0.5)
     with meshes(config) as (a, _b, c):
         start = time.monotonic()
+        # one silent peer only: with two, which of them times out first would be a race
         with pytest.raises(PeerTimeout, match=r"rank 1 \(127.0.1.2\): no progress for 0.5 s"):
-            a.exchange(recvs=[(1, 7, np.empty(1, dtype=np.uint8)), (2, 7, np.empty(1, dtype=np.uint8))])
+            a.exchange(recvs=[(1, 7, np.empty(1, dtype=np.uint8))])
         assert time.monotonic() - start < 2.0
         assert a.broken is not None
         with pytest.raises(TransportError, match="mesh unusable"):
