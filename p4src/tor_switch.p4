@@ -20,6 +20,8 @@
 #include <core.p4>
 #include <v1model.p4>
 
+#include "include/clock.p4"
+
 #define CPU_PORT 510
 #define ETHERTYPE_IPV4 0x0800
 #define IP_PROTO_TCP 6
@@ -114,8 +116,6 @@ parser TorParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
 control TorVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
     apply { }
 }
-
-#define PHASE_STEP(J) if (meta.phase >= (meta.cycle << J)) { meta.phase = meta.phase - (meta.cycle << J); }
 
 control TorIngress(inout headers_t hdr, inout metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
@@ -232,14 +232,7 @@ control TorIngress(inout headers_t hdr, inout metadata_t meta,
                 rack_of.apply();
                 clock.apply();
                 if (meta.clocked == 1) {
-                    PHASE_STEP(47) PHASE_STEP(46) PHASE_STEP(45) PHASE_STEP(44) PHASE_STEP(43) PHASE_STEP(42)
-                    PHASE_STEP(41) PHASE_STEP(40) PHASE_STEP(39) PHASE_STEP(38) PHASE_STEP(37) PHASE_STEP(36)
-                    PHASE_STEP(35) PHASE_STEP(34) PHASE_STEP(33) PHASE_STEP(32) PHASE_STEP(31) PHASE_STEP(30)
-                    PHASE_STEP(29) PHASE_STEP(28) PHASE_STEP(27) PHASE_STEP(26) PHASE_STEP(25) PHASE_STEP(24)
-                    PHASE_STEP(23) PHASE_STEP(22) PHASE_STEP(21) PHASE_STEP(20) PHASE_STEP(19) PHASE_STEP(18)
-                    PHASE_STEP(17) PHASE_STEP(16) PHASE_STEP(15) PHASE_STEP(14) PHASE_STEP(13) PHASE_STEP(12)
-                    PHASE_STEP(11) PHASE_STEP(10) PHASE_STEP(9)  PHASE_STEP(8)  PHASE_STEP(7)  PHASE_STEP(6)
-                    PHASE_STEP(5)  PHASE_STEP(4)  PHASE_STEP(3)  PHASE_STEP(2)  PHASE_STEP(1)  PHASE_STEP(0)
+                    PHASE_MOD_CYCLE
                     meta.phase_us = (bit<48>)meta.phase;
                     slot_of_phase.apply();
                 }
