@@ -70,6 +70,15 @@ def main(argv: list[str]) -> int:
                          fb_bm["bring_up_s"] if fb_bm else None, "< 4 s"))
         rows.append(_row("16-switch fabric: teardown", "s", fb_py["teardown_s"],
                          fb_bm["teardown_s"] if fb_bm else None, "< 2 s"))
+        print("[bench] schedule install on a 16-switch optical fabric ...", flush=True)
+        from bench import schedule_bench
+
+        sc_py = schedule_bench.schedule_install("python")
+        sc_bm = schedule_bench.schedule_install("bmv2") if have_bmv2 else None
+        rows.append(_row(f"schedule install, 16 switches ({sc_py['entries']:,} entries)", "s", sc_py["install_s"],
+                         sc_bm["install_s"] if sc_bm else None, "report"))
+        rows.append(_row("schedule skew bound, worst of 16 switches", "us", sc_py["worst_skew_us"],
+                         sc_bm["worst_skew_us"] if sc_bm else None, "< 1,000 us"))
     else:
         print("[bench] process-mode and fabric figures skipped: they need root (veths, Mininet)")
     print("[bench] Checkmate: shadow receive path, forwarding with mirroring on vs off ...", flush=True)

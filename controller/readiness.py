@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from controller.errors import ReadinessTimeout
@@ -49,8 +49,10 @@ def _ephemeral_range() -> tuple[int, int]:
 
 
 
-def free_tcp_port() -> int:
-    """A TCP port on 127.0.0.1, free a moment ago, outside the kernel's ephemeral range.
+def free_tcp_port(exclude: Collection[int] = ()) -> int:
+    """A TCP port on 127.0.0.1, free a moment ago, outside the kernel's ephemeral range,
+    and not one of ``exclude`` (ports already handed out but not bound yet: without it, two
+    switches started together could be given the same port).
 
     Ports from the ephemeral range can be handed to an outgoing connection (even one to
     the same port, a self-connection) before the server binds them; servers of the
@@ -61,6 +63,8 @@ def free_tcp_port() -> int:
     start = random.randrange(span)  # concurrent callers rarely probe the same ports
     for i in range(span):
         port = base + (start + i) % span
+        if port in exclude:
+            continue
         with socket.socket() as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:

@@ -113,7 +113,15 @@ class EmulatedFabric:
         t0 = time.monotonic()
         net = Mininet(controller=None, build=False, autoSetMacs=False, autoStaticArp=False, link=ShapedLink)
         self.net = net
-        grpc = {s.name: s.grpc or f"127.0.0.1:{free_tcp_port()}" for s in self.topo.switches}
+        grpc: dict[str, str] = {}
+        taken: set[int] = set()
+        for sw in self.topo.switches:
+            if sw.grpc:
+                grpc[sw.name] = sw.grpc
+                continue
+            port = free_tcp_port(exclude=taken)  # unique: none is bound until the switches start
+            taken.add(port)
+            grpc[sw.name] = f"127.0.0.1:{port}"
         for h in self.topo.hosts:
             net.addHost(h.name, ip=None)
         for s in self.topo.switches:

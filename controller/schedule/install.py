@@ -10,6 +10,8 @@ probe the offset came from.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 from dataclasses import dataclass
 
 from controller.errors import ConfigError, MlfabricError
@@ -57,7 +59,12 @@ def _clear(client: P4RuntimeClient, sw: Switch) -> None:
 def _write(client: P4RuntimeClient, sw: Switch, rules: list[TableRule]) -> None:
     schema, _ = _schema(sw.program)
     _clear(client, sw)
-    client.write_checked([update("modify" if r.is_default else "insert", encode_rule(schema, r)) for r in rules])
+    defaults = [update("modify", encode_rule(schema, r)) for r in rules if r.is_default]
+    if defaults:
+        client.write_checked(defaults)
+    entries = [r for r in rules if not r.is_default]
+    if entries:  # wire-encoded batches: a ToR's time-flow table has thousands of entries
+        client.write_rules(schema, "insert", entries)
 
 
 def install_schedule(topo: Topology, schedule: Schedule, *, routing: str = "direct",
@@ -74,25 +81,32 @@ def install_schedule(topo: Topology, schedule: Schedule, *, routing: str = "dire
     if racks is not None and racks != schedule.racks:
         raise ConfigError(schedule.source, "racks", schedule.racks, f"the fabric {topo.name!r} has {racks} racks")
     epoch = controller_now_us() if epoch_us is None else epoch_us
-    reports = []
-    for u, sw in enumerate(ocs):
-        schema, _ = _schema(sw.program)
-        with _client(sw, election_id) as client:
-            est = probe_clock(client, schema, probes=probes)
+    tors = [s for s in topo.switches if s.role == "tor"]
+    with contextlib.ExitStack() as stack:
+        clients = {sw.name: stack.enter_context(_client(sw, election_id)) for sw in [*ocs, *tors]}
+        # probe every clock first, one switch at a time, before the writes load the machine
+        clocks = {sw.name: probe_clock(clients[sw.name], _schema(sw.program)[0], probes=probes)
+                  for sw in [*ocs, *tors]}
+
+        def circuit(u: int, sw: Switch) -> ClockReport:
+            est = clocks[sw.name]
             clock = clock_rule(schedule, u, started_at_us=round(est.started_at_us), epoch_us=round(epoch))
-            rules: list[TableRule] = circuit_switch_rules(schedule, u)
-            _write(client, sw, [clock, *rules])
-        reports.append(ClockReport(sw.name, u, int(clock.params.get("offset_us", 0)), est.uncertainty_us,
-                                   len(rules)))
-    for sw in (s for s in topo.switches if s.role == "tor"):
-        schema, _ = _schema(sw.program)
-        with _client(sw, election_id) as client:
-            est = probe_clock(client, schema, probes=probes)
+            rules = circuit_switch_rules(schedule, u)
+            _write(clients[sw.name], sw, [clock, *rules])
+            return ClockReport(sw.name, u, int(clock.params.get("offset_us", 0)), est.uncertainty_us, len(rules))
+
+        def tor(sw: Switch) -> ClockReport:
+            est = clocks[sw.name]
             rules = tor_schedule_rules(topo, schedule, sw.name, routing=routing, hold=hold,
                                        started_at_us=round(est.started_at_us), epoch_us=round(epoch))
-            _write(client, sw, rules)
-        offset = next((int(r.params["offset_us"]) for r in rules if r.is_default and "offset_us" in r.params), 0)
-        reports.append(ClockReport(sw.name, -1, offset, est.uncertainty_us, len(rules) - 1))
+            _write(clients[sw.name], sw, rules)
+            offset = next((int(r.params["offset_us"]) for r in rules if r.is_default and "offset_us" in r.params), 0)
+            return ClockReport(sw.name, -1, offset, est.uncertainty_us, len(rules) - 1)
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            futures = [pool.submit(circuit, u, sw) for u, sw in enumerate(ocs)]
+            futures += [pool.submit(tor, sw) for sw in tors]
+            reports = [f.result() for f in futures]
     return epoch, reports
 
 
