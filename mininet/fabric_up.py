@@ -38,12 +38,17 @@ def main(argv: list[str]) -> int:
     p.add_argument("--logs", type=Path, default=None, help="write each switch's log into this folder")
     p.add_argument("--schedule", type=Path, default=None,
                    help="optical fabrics: install this schedule on the circuit switches (else they stay dark)")
+    p.add_argument("--routing", choices=("direct", "vlb"), default="direct",
+                   help="optical fabrics: the ToRs' time-flow routing")
+    p.add_argument("--calendar-queues", action="store_true",
+                   help="optical fabrics, Python target: ToRs hold a packet until its slot (an extension)")
     a = p.parse_args(argv)
     try:
         topo = load_topology(a.topology)
         schedule = load_schedule(a.schedule) if a.schedule else None
         fabric = EmulatedFabric(topo, target=a.target, shape=not a.no_shaping, install=not a.no_rules,
-                                source_routing=a.source_routing, log_dir=a.logs, schedule=schedule)
+                                source_routing=a.source_routing, log_dir=a.logs, schedule=schedule,
+                                routing=a.routing, calendar_queues=a.calendar_queues)
     except MlfabricError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         return 2

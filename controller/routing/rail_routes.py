@@ -143,6 +143,11 @@ def compile_fabric(topo: Topology) -> dict[str, SwitchRules]:
     if topo.kind == "optical":
         from controller.schedule.tor_rules import tor_static_rules
 
+        for sw in topo.switches:
+            want = {"tor": "tor_switch", "ocs": "circuit_switch"}.get(sw.role)
+            if want is None or sw.program != want:
+                raise ConfigError("<topology>", f"switch {sw.name}", sw.program,
+                                  f"an optical fabric's {sw.role} runs {want or 'tor_switch or circuit_switch'}")
         return {s.name: SwitchRules(s.name, s.program, tuple(tor_static_rules(topo, s.name) if s.role == "tor" else ()))
                 for s in topo.switches}
     fab = _Fabric(topo)

@@ -152,3 +152,18 @@ def test_tor_rules_carry_the_time_flow_of_their_rack() -> None:
     static = tor_static_rules(topo, "tor2")
     assert sum(r.table == "TorIngress.rack_of" for r in static) == 3
     assert sum(r.table == "TorIngress.ipv4_lpm" for r in static) == 2
+
+
+def test_shipped_optical_topology_compiles_and_a_wrong_program_is_named() -> None:
+    import dataclasses
+
+    from controller.routing import compile_fabric
+    from controller.topology import load_topology
+
+    topo = load_topology(REPO / "topologies" / "optical-4x1.yaml")
+    rules = compile_fabric(topo)
+    assert rules["tor0"].rules and not rules["ocs0"].rules
+    bad = dataclasses.replace(topo, switches=tuple(
+        dataclasses.replace(s, program="rail_switch") if s.name == "tor1" else s for s in topo.switches))
+    with pytest.raises(ConfigError, match="switch tor1: an optical fabric's tor runs tor_switch"):
+        compile_fabric(bad)
