@@ -219,18 +219,27 @@ class EmulatedFabric:
         return cmds
 
     def stop(self) -> None:
+        """Tear everything down; what Mininet cannot remove (a signal interrupted one of its
+        shell commands, so it refuses to send more) the records remove."""
         t0 = time.monotonic()
-        if self.net is not None:
-            try:
-                self.net.stop()
-            finally:
-                self.net = None
-        if self.publish and self.live is not None:
-            current_fabric_path().unlink(missing_ok=True)
-        if self._record is not None:
-            self._record.cleanup()
-            self._record = None
-        self.timings.teardown_s = time.monotonic() - t0
+        try:
+            if self.net is not None:
+                try:
+                    for node in (*self.net.hosts, *self.net.switches):
+                        if getattr(node, "waiting", False):  # interrupted mid-command
+                            node.waiting = False
+                    self.net.stop()
+                except Exception as exc:
+                    log.warning("Mininet teardown failed (%s): removing what the records name", exc)
+                finally:
+                    self.net = None
+        finally:
+            if self.publish and self.live is not None:
+                current_fabric_path().unlink(missing_ok=True)
+            if self._record is not None:
+                self._record.cleanup()
+                self._record = None
+            self.timings.teardown_s = time.monotonic() - t0
 
     # -- access ----------------------------------------------------------------------------
 

@@ -139,8 +139,10 @@ def _row(fabric: str, cmd: dict, results: list[dict]) -> dict:
             "phases": phases, "error": "; ".join(errors)[:300]}
 
 
-def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path) -> tuple[list[dict], dict]:
-    rows: list[dict] = []
+def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path,
+               rows: list[dict]) -> dict:
+    """Run every iteration on one fabric, appending a row per collective to ``rows`` as it
+    finishes (so that an interrupted run keeps them); returns the fabric's info."""
     info: dict = {}
     _say(f"{fabric}: building {len(topo.switches)} switches, {len(topo.hosts)} servers, {len(topo.links)} links "
          f"({cfg.target} target)")
@@ -184,7 +186,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
                         status += f"  (busiest spine uplink {row['uplink_imbalance']:.2f}x its fair share)"
                     _say(f"{fabric}: iter {it} {cmd['op']:<15} {status}  [{time.monotonic() - t0:.1f} s wall]")
     info["teardown_s"] = round(fab.timings.teardown_s, 2)
-    return rows, info
+    return info
 
 
 def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict], infos: dict, out: Path) -> str:
@@ -262,14 +264,15 @@ def main(argv: list[str]) -> int:
             work = Path(tmp)
             (work / "logs").mkdir()
             for fabric in FABRICS:
-                fabric_rows, infos[fabric] = run_fabric(fabric, topos[fabric], cfg, work)
-                rows += fabric_rows
+                infos[fabric] = run_fabric(fabric, topos[fabric], cfg, work, rows)
                 write_csv(out / "iterations.csv", rows)
     except KeyboardInterrupt as exc:
         interrupted = f"stopped by {exc or 'SIGINT'} after {len(rows)} rows; the emulation was torn down"
         _say(interrupted)
     if interrupted is not None:
         if not rows or set(topos) - set(infos):
+            if rows:
+                write_csv(out / "iterations.csv", rows)
             write_json(out / "summary.json", {"config": repr(cfg), "interrupted": interrupted, "runs": infos})
             _say(f"wrote what finished to {out} (marked interrupted)")
             return 130

@@ -29,3 +29,33 @@ def test_bad_input_is_rejected_before_anything_starts(tmp_path: Path, capsys) ->
     assert experiment.main(["--gpus", "10", "--rails", "4", "--out", str(tmp_path / "x")]) == 2
     assert "multiple of the rail count 4" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_sigterm_tears_down_and_keeps_the_rows_that_finished(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from controller.netstate import state_dir
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "experiment", "run", "rail-only",
+                             "--gpus", "4", "--rails", "2", "--iterations", "100", "--allreduce-kb", "32",
+                             "--alltoall-kb", "32", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=Path(__file__).resolve().parents[2])
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:  # interrupt once a few collectives have finished
+        lines.append(line)
+        if "iter 1 " in line:
+            break
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=60)
+    text = "".join(lines) + rest
+    assert proc.returncode == 130, text[-2000:]
+    assert "stopped by SIGTERM" in text and "Traceback" not in text
+    rows = list(csv.DictReader((out / "iterations.csv").open()))
+    assert len(rows) >= 2, "the collectives that finished are kept"
+    assert "interrupted" in (out / "summary.json").read_text()
+    assert not list(state_dir().glob(f"*-{proc.pid}-*.json")), "records left behind"
