@@ -30,214 +30,18 @@ the offsets where a segment started (frames usually start a segment).
 from __future__ import annotations
 
 import math
-import struct
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass
+
+from workloads.checkmate.segment_store import SegmentStore
+from workloads.checkmate.stream_events import HEADER, Frame, Gap, StreamStats
 
 __all__ = ["HEADER", "Frame", "FrameStream", "Gap", "StreamStats"]
-
-HEADER = struct.Struct("!QQ")
-"""Frame header, (tag, payload length): the same layout as :data:`workloads.framing.HEADER`."""
 
 _HDR = HEADER.size
 _MOD = 1 << 32
 _MASK = _MOD - 1
 _HALF = 1 << 31
-_COMPACT_MIN = 64
-
-
-@dataclass(frozen=True)
-class Frame:
-    """A complete frame.
-
-    Attributes
-    ----------
-    offset : int
-        Stream offset of its header.
-    tag : int
-        Its tag.
-    payload : bytes
-        Its payload.
-    """
-
-    offset: int
-    tag: int
-    payload: bytes
-
-    @property
-    def end(self) -> int:
-        """Stream offset just past the frame."""
-        return self.offset + _HDR + len(self.payload)
-
-
-@dataclass(frozen=True)
-class Gap:
-    """Bytes that will never arrive: the frames they touched are lost.
-
-    Attributes
-    ----------
-    start, end : int
-        The missing stream bytes ``[start, end)`` that made the stream give up. Further holes
-        inside the frames already lost, or met while re-anchoring after the gap, are not
-        reported again.
-    last_tag : int or None
-        Tag of the last frame delivered before the gap (None if none was).
-    next_tag : int or None
-        Tag of the header the stream resynchronised on, when that header had already arrived
-        when the gap was declared; None otherwise. Informational: that frame may still be
-        lost to a later gap, the items that follow in :meth:`FrameStream.poll` tell.
-    """
-
-    start: int
-    end: int
-    last_tag: int | None
-    next_tag: int | None
-
-    @property
-    def size(self) -> int:
-        """Number of missing bytes."""
-        return self.end - self.start
-
-
-@dataclass(frozen=True)
-class StreamStats:
-    """Counters of one :class:`FrameStream` (cumulative over resets).
-
-    Attributes
-    ----------
-    frames : int
-        Frames delivered.
-    gaps : int
-        Gaps declared.
-    gap_bytes : int
-        Missing bytes the gaps reported.
-    duplicate_bytes : int
-        Received bytes not stored because they were already buffered or lay behind the read
-        pointer (already delivered, declared lost, or skipped while anchoring).
-    discarded_bytes : int
-        Stored bytes dropped without being delivered (rest of lost frames, data scanned
-        while anchoring, buffers dropped by a reset).
-    garbage_segments : int
-        Segments dropped because they lay 2**31 or more away from the read pointer.
-    anchors : int
-        Frame boundaries found by scanning.
-    desyncs : int
-        Implausible headers met at a supposed frame boundary (the stream then re-anchors).
-    resets : int
-        Times a new SYN restarted the stream.
-    """
-
-    frames: int
-    gaps: int
-    gap_bytes: int
-    duplicate_bytes: int
-    discarded_bytes: int
-    garbage_segments: int
-    anchors: int
-    desyncs: int
-    resets: int
-
-
-class _Pieces:
-    """Disjoint out-of-order byte ranges, sorted by start; the first one pops in O(1)."""
-
-    __slots__ = ("_data", "_lo", "_starts", "_when", "total")
-
-    def __init__(self) -> None:
-        self._starts: list[int] = []
-        self._data: list[bytes] = []
-        self._when: list[float] = []
-        self._lo = 0
-        self.total = 0
-
-    def __bool__(self) -> bool:
-        return self._lo < len(self._starts)
-
-    def first(self) -> int:
-        """Start of the first range (the store must not be empty)."""
-        return self._starts[self._lo]
-
-    def pop_first(self) -> tuple[int, bytes]:
-        """Remove and return the first range."""
-        i = self._lo
-        start, data = self._starts[i], self._data[i]
-        self._data[i] = b""
-        self._lo += 1
-        self.total -= len(data)
-        if self._lo >= _COMPACT_MIN and 2 * self._lo >= len(self._starts):
-            self._compact()
-        return start, data
-
-    def _compact(self) -> None:
-        del self._starts[:self._lo], self._data[:self._lo], self._when[:self._lo]
-        self._lo = 0
-
-    def insert(self, start: int, payload: bytes | memoryview, when: float) -> int:
-        """Store the new bytes of ``payload`` (at ``start``); return how many were already stored."""
-        starts, data = self._starts, self._data
-        end = start + len(payload)
-        cur, dup = start, 0
-        i = bisect_right(starts, start, self._lo) - 1
-        if i >= self._lo:
-            prev_end = starts[i] + len(data[i])
-            if prev_end > cur:
-                dup += min(prev_end, end) - cur
-                cur = prev_end
-        fresh: list[tuple[int, int]] = []
-        j = i + 1
-        while cur < end:
-            if j < len(starts) and starts[j] < end:
-                piece_start = starts[j]
-                piece_end = piece_start + len(data[j])
-                if piece_start > cur:
-                    fresh.append((cur, piece_start))
-                dup += min(piece_end, end) - piece_start
-                cur = max(cur, piece_end)
-                j += 1
-            else:
-                fresh.append((cur, end))
-                cur = end
-        for a, b in fresh:
-            k = bisect_left(starts, a, self._lo)
-            starts.insert(k, a)
-            data.insert(k, bytes(payload[a - start:b - start]))
-            self._when.insert(k, when)
-            self.total += b - a
-        return dup
-
-    def drop_below(self, offset: int) -> int:
-        """Forget the bytes before ``offset``; return how many were stored."""
-        dropped = 0
-        while self and self._starts[self._lo] < offset:
-            start, data = self._starts[self._lo], self._data[self._lo]
-            if start + len(data) <= offset:
-                self.pop_first()
-                dropped += len(data)
-            else:
-                cut = offset - start
-                self._starts[self._lo] = offset
-                self._data[self._lo] = data[cut:]
-                self.total -= cut
-                dropped += cut
-                break
-        return dropped
-
-    def find(self, offset: int) -> tuple[int, bytes] | None:
-        """The range holding ``offset``, if any."""
-        i = bisect_right(self._starts, offset, self._lo) - 1
-        if i >= self._lo and offset < self._starts[i] + len(self._data[i]):
-            return self._starts[i], self._data[i]
-        return None
-
-    def oldest(self) -> float:
-        """Earliest arrival time among the stored ranges (the store must not be empty)."""
-        return min(self._when[self._lo:])
-
-    def shift(self, delta: int) -> None:
-        """Add ``delta`` to every offset."""
-        self._compact()
-        self._starts = [s + delta for s in self._starts]
 
 
 def _signed(value: int) -> int:
@@ -350,7 +154,7 @@ class FrameStream:
         self._synced = False
         self._read = 0
         self._head = bytearray()
-        self._pieces = _Pieces()
+        self._pieces = SegmentStore()
         self._starts: list[int] = []
         self._last_tag: int | None = None
         self._delivered: int | None = None
