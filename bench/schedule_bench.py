@@ -33,61 +33,22 @@ if __name__ == "__main__":
     print(schedule_install("python"))
 
 
-_SENDER = """
-import socket, struct, sys, time
-dst, seconds, gap = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-end = time.monotonic() + seconds
-n = 0
-while time.monotonic() < end:
-    s.sendto(struct.pack("!dI", time.monotonic(), n), (dst, 9000))
-    n += 1
-    time.sleep(gap)
-"""
-_RECEIVER = """
-import json, socket, struct, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind((sys.argv[1], 9000))
-s.settimeout(1.0)
-got = []
-try:
-    while True:
-        got.append(struct.unpack("!dI", s.recv(64))[1])
-except socket.timeout:
-    pass
-print(json.dumps(got))
-"""
-
 
 def usable_day(target: str, slice_us: int, seconds: float = 1.5) -> float:
     """The fraction of the packets rack 0 sends to rack 1 during their day that arrive
     (round-robin, 4 racks, nights a tenth of a day, no calendar queue): what skew and
     latency leave of a day."""
-    import json
-    import subprocess
-    import sys
-    import tempfile
-    from pathlib import Path
-
     from controller.schedule import round_robin
 
     fabric_net = load_emulation_module("fabric_net")
+    udp_probe_run = load_emulation_module("udp_probe_run")
     schedule = round_robin(4, slice_us=slice_us, night_us=max(1, slice_us // 10))
     gap = min(0.0005, slice_us / 20 / 1e6)
-    with tempfile.TemporaryDirectory() as tmp, \
-            fabric_net.EmulatedFabric(optical(4, 1, uplinks=1, rate_mbps=None), target=target, shape=False,
-                                      publish=False, schedule=schedule) as fab:
-        send, recv_py = Path(tmp) / "send.py", Path(tmp) / "recv.py"
-        send.write_text(_SENDER.replace("s.sendto(", "times.append(time.monotonic()); s.sendto(")
-                        .replace("n = 0\n", "n = 0\ntimes = []\n") + "import json\nprint(json.dumps(times))\n")
-        recv_py.write_text(_RECEIVER)
-        recv = fab.host("h1_0").popen([sys.executable, str(recv_py), "10.200.1.1"], stdout=subprocess.PIPE,
-                                      text=True)
-        time.sleep(0.3)
-        sent_times = json.loads(fab.host("h0_0").cmd(f"{sys.executable} {send} 10.200.1.1 {seconds} {gap}")
-                                .strip().splitlines()[-1])
-        got = set(json.loads(recv.communicate(timeout=30)[0]))
+    with fabric_net.EmulatedFabric(optical(4, 1, uplinks=1, rate_mbps=None), target=target, shape=False,
+                                   publish=False, schedule=schedule) as fab:
+        sent_times, arrivals = udp_probe_run.probe(fab, "h0_0", "h1_0", "10.200.1.1", seconds=seconds, gap=gap)
         epoch = fab.schedule_epoch_us
+    got = {n for n, _ in arrivals}
     assert epoch is not None
     in_day = [n for n, t in enumerate(sent_times) if schedule.at(0, int(t * 1e6 - epoch)).index == 0]
     return sum(1 for n in in_day if n in got) / max(1, len(in_day))
