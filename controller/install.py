@@ -24,7 +24,7 @@ from controller.progress import MultiProgress
 from controller.routing.rail_routes import SwitchRules, compile_fabric
 from controller.topology.model import Switch, Topology
 
-__all__ = ["InstallOptions", "SwitchReport", "diff_fabric", "install_fabric", "sync_fabric"]
+__all__ = ["InstallOptions", "SwitchReport", "diff_fabric", "install_fabric", "pipeline_schema", "sync_fabric"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,7 +59,7 @@ def _connect(sw: Switch, addresses: Mapping[str, str] | None, opts: InstallOptio
 
 
 @functools.lru_cache(maxsize=16)
-def _schema(program: str) -> tuple[P4Schema, bytes]:
+def pipeline_schema(program: str) -> tuple[P4Schema, bytes]:
     """The P4Info index and BMv2 JSON of a committed program, read once per process."""
     art = pipeline_files(program)
     p4info = load_p4info(art.p4info)
@@ -69,7 +69,7 @@ def _schema(program: str) -> tuple[P4Schema, bytes]:
 def _install_one(sw: Switch, rules: SwitchRules, addresses: Mapping[str, str] | None,
                  opts: InstallOptions, progress: MultiProgress | None) -> SwitchReport:
     t0 = time.monotonic()
-    schema, device_config = _schema(sw.program)
+    schema, device_config = pipeline_schema(sw.program)
     n = len(rules.rules)
     if progress:
         progress.set_total(sw.name, n)
@@ -127,7 +127,7 @@ def diff_fabric(topo: Topology, addresses: Mapping[str, str] | None = None, *,
 
     def one(sw: Switch) -> SwitchReport:
         t0 = time.monotonic()
-        schema, _ = _schema(sw.program)
+        schema, _ = pipeline_schema(sw.program)
         with _connect(sw, addresses, opts) as client:
             d = diff_rules(compiled[sw.name].rules, _read_rules(client, schema))
         return SwitchReport(sw.name, len(compiled[sw.name].rules), time.monotonic() - t0, None, d)
@@ -144,7 +144,7 @@ def sync_fabric(topo: Topology, addresses: Mapping[str, str] | None = None, *,
 
     def one(sw: Switch) -> SwitchReport:
         t0 = time.monotonic()
-        schema, device_config = _schema(sw.program)
+        schema, device_config = pipeline_schema(sw.program)
         with _connect(sw, addresses, opts) as client:
             try:
                 actual = _read_rules(client, schema)

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from controller.cli.output import emit, format_table
-from controller.cli.switch_args import current_fabric_path
-from controller.errors import MlfabricError
+from controller.cli.switch_args import topology_path
 from controller.mirror import (
     compile_mirror,
     install_mirror,
@@ -24,11 +22,7 @@ __all__ = ["register"]
 
 
 def _program(args: argparse.Namespace) -> MirrorProgram:
-    path = args.topology or (Path(os.environ["MLFABRIC_TOPOLOGY"]) if os.environ.get("MLFABRIC_TOPOLOGY")
-                             else current_fabric_path())
-    if not Path(path).exists():
-        raise MlfabricError(f"no topology: give --topology FILE, set $MLFABRIC_TOPOLOGY or run "
-                            f"mlfabric fabric up ({path} does not exist)")
+    path = topology_path(args.topology, f"mirror job {args.job}")
     return compile_mirror(resolve_job(load_job(args.job), load_topology(path)))
 
 

@@ -21,6 +21,7 @@ from controller.schedule import (
     strobe_matching,
     timeflow,
 )
+from controller.topology.model import Topology
 
 __all__ = ["register"]
 
@@ -88,15 +89,11 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _live_topology(args: argparse.Namespace):
-    from controller.cli.switch_args import current_fabric_path
-    from controller.errors import MlfabricError
+def _live_topology(args: argparse.Namespace) -> Topology:
+    from controller.cli.switch_args import topology_path
     from controller.topology import load_topology
 
-    path = args.topology or current_fabric_path()
-    if not Path(path).exists():
-        raise MlfabricError(f"no running fabric: give --topology FILE or run mlfabric fabric up ({path} does not exist)")
-    return load_topology(path)
+    return load_topology(topology_path(args.topology, f"schedule {args.schedule_command}"))
 
 
 def _install(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from controller.p4runtime.client import P4RuntimeClient
 from controller.p4runtime.schema import P4Schema
 from controller.topology import load_topology
 
-__all__ = ["add_switch_arguments", "connect", "current_fabric_path", "remote_schema"]
+__all__ = ["add_switch_arguments", "connect", "current_fabric_path", "remote_schema", "topology_path"]
 
 
 def current_fabric_path() -> Path:
@@ -33,17 +33,24 @@ def add_switch_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="JSON output")
 
 
-def _topology_file(args: argparse.Namespace) -> Path:
-    if args.topology is not None:
-        return args.topology
+def topology_path(explicit: Path | None, what: str, hint: str = "--topology FILE") -> Path:
+    """The topology file a command works on: ``explicit`` (``--topology``), else
+    ``$MLFABRIC_TOPOLOGY``, else the running emulation's; a one-line error naming ``what``
+    needed it when there is none."""
+    if explicit is not None:
+        return explicit
     env = os.environ.get("MLFABRIC_TOPOLOGY")
     if env:
         return Path(env)
     path = current_fabric_path()
     if not path.exists():
-        raise MlfabricError(f"switch {args.switch!r}: no --topology given and no emulation is running "
-                            f"({path} does not exist); use HOST:PORT or --topology FILE")
+        raise MlfabricError(f"{what}: no --topology given and no emulation is running "
+                            f"({path} does not exist); use {hint}")
     return path
+
+
+def _topology_file(args: argparse.Namespace) -> Path:
+    return topology_path(args.topology, f"switch {args.switch!r}", "HOST:PORT or --topology FILE")
 
 
 def resolve(args: argparse.Namespace) -> tuple[str, int]:

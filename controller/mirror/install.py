@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from p4.v1 import p4runtime_pb2
 
 from controller.errors import MlfabricError
+from controller.install import pipeline_schema
 from controller.mirror.compile import MIRROR_SELECT, MirrorProgram, SwitchMirror
-from controller.p4build import pipeline_files
 from controller.p4runtime.client import P4ClientError, P4RuntimeClient
 from controller.p4runtime.entities import (
     Exact,
@@ -28,7 +28,7 @@ from controller.p4runtime.entities import (
     rule_key,
     update,
 )
-from controller.p4runtime.schema import P4Schema, load_p4info
+from controller.p4runtime.schema import P4Schema
 from controller.topology.model import Topology
 
 __all__ = ["MirrorConflict", "MirrorRow", "install_mirror", "read_mirror", "remove_mirror"]
@@ -52,7 +52,7 @@ class MirrorRow:
 
 
 def _schema() -> P4Schema:
-    return P4Schema(load_p4info(pipeline_files("rail_switch").p4info))
+    return pipeline_schema("rail_switch")[0]
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ import contextlib
 from dataclasses import dataclass
 
 from controller.errors import ConfigError, MlfabricError
-from controller.install import _schema
+from controller.install import pipeline_schema
 from controller.p4runtime.client import P4RuntimeClient
 from controller.p4runtime.entities import TableRule, encode_rule, update
 from controller.schedule.clock import controller_now_us, probe_clock
@@ -49,7 +49,7 @@ def _client(sw: Switch, election_id: int) -> P4RuntimeClient:
 
 
 def _clear(client: P4RuntimeClient, sw: Switch) -> None:
-    schema, _ = _schema(sw.program)
+    schema, _ = pipeline_schema(sw.program)
     tables = SCHEDULED_TABLES if sw.role == "tor" else (SLICE_OF_PHASE, CIRCUIT)
     ups = [update("delete", e) for t in tables for e in client.read_table_entries(schema.table(t).id)]
     if ups:
@@ -57,7 +57,7 @@ def _clear(client: P4RuntimeClient, sw: Switch) -> None:
 
 
 def _write(client: P4RuntimeClient, sw: Switch, rules: list[TableRule]) -> None:
-    schema, _ = _schema(sw.program)
+    schema, _ = pipeline_schema(sw.program)
     _clear(client, sw)
     defaults = [update("modify", encode_rule(schema, r)) for r in rules if r.is_default]
     if defaults:
@@ -85,7 +85,7 @@ def install_schedule(topo: Topology, schedule: Schedule, *, routing: str = "dire
     with contextlib.ExitStack() as stack:
         clients = {sw.name: stack.enter_context(_client(sw, election_id)) for sw in [*ocs, *tors]}
         # probe every clock first, one switch at a time, before the writes load the machine
-        clocks = {sw.name: probe_clock(clients[sw.name], _schema(sw.program)[0], probes=probes)
+        clocks = {sw.name: probe_clock(clients[sw.name], pipeline_schema(sw.program)[0], probes=probes)
                   for sw in [*ocs, *tors]}
 
         def circuit(u: int, sw: Switch) -> ClockReport:
