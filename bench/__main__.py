@@ -135,4 +135,11 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from controller.experiments.results import interrupt_on_signals
+
+    try:
+        with interrupt_on_signals():  # SIGTERM/SIGHUP unwind the fabrics and switches too
+            sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt as exc:
+        print(f"[bench] interrupted by {exc or 'SIGINT'}: every switch and fabric was torn down", file=sys.stderr)
+        sys.exit(130)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import select
 import signal
 import subprocess
 import sys
@@ -60,10 +61,12 @@ class ShadowProcess:
     def wait_ready(self, timeout_s: float = 20.0) -> ShadowProcess:
         assert self.proc.stdout is not None
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while (left := deadline - time.monotonic()) > 0:
             if self.proc.poll() is not None:
                 raise EmulationError(f"the shadow exited with {self.proc.returncode} before it was ready "
                                      "(see its log)")
+            if not select.select([self.proc.stdout], [], [], min(left, 0.2))[0]:
+                continue  # never block past the deadline on a shadow that prints nothing
             line = self.proc.stdout.readline()
             if line.strip() == b"READY":
                 return self

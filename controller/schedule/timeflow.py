@@ -61,9 +61,6 @@ class Slots:
     def cycle_us(self) -> int:
         return self.slot_us * self.count
 
-    def slot_of(self, t_us: int) -> int:
-        return (t_us // self.slot_us) % self.count
-
 
 def slots(schedule: Schedule) -> Slots:
     """The slot grid of ``schedule`` (one slot for a one-shot schedule).

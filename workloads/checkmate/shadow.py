@@ -28,6 +28,7 @@ import logging
 import random
 import signal
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -255,14 +256,6 @@ class ShadowReplica:
         self.emit("checkpoint", iteration=self.applied, path=str(path), seconds=time.perf_counter() - t0)
 
 
-_stop = False
-
-
-def _on_signal(signum: int, frame: object) -> None:
-    global _stop
-    _stop = True
-
-
 def run(cfg: ShadowConfig, report: TextIO, *, join: bool = False, ready: TextIO = sys.stdout,
         drop_rate: float = 0.0, drop_seed: int = 0, drop_every: int = 0) -> int:
     """Capture and replicate until a signal; the process's exit status.
@@ -270,8 +263,9 @@ def run(cfg: ShadowConfig, report: TextIO, *, join: bool = False, ready: TextIO 
     ``drop_rate`` injects loss on the mirror path: each captured mirrored segment is
     discarded with that probability (a seeded, reproducible sequence), as if the shadow's
     link had lost it; ``drop_every`` discards every n-th one instead (deterministic)."""
+    stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, _on_signal)
+        signal.signal(sig, lambda signum, frame: stop.set())
     replica = ShadowReplica(cfg, report, join=join)
     capture = Capture(cfg.interfaces)
     rng = random.Random(drop_seed)
@@ -280,7 +274,7 @@ def run(cfg: ShadowConfig, report: TextIO, *, join: bool = False, ready: TextIO 
         replica.emit("ready", interfaces=list(cfg.interfaces), applied=replica.applied, join=join)
         ready.write("READY\n")
         ready.flush()
-        while not _stop:
+        while not stop.is_set():
             now = time.monotonic()
             for seg in capture.read(0.05):
                 if session_of(seg.tos) is not None and not seg.syn and seg.payload:
