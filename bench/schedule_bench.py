@@ -10,7 +10,7 @@ from controller.schedule import opera
 from controller.schedule.install import install_schedule
 from controller.topology import optical
 
-__all__ = ["schedule_install", "shortest_slice", "usable_day"]
+__all__ = ["calendar_effect", "schedule_install", "shortest_slice", "usable_day"]
 
 
 def schedule_install(target: str) -> dict[str, float]:
@@ -63,3 +63,27 @@ def shortest_slice(target: str, goal: float = 0.9) -> dict[str, float]:
         if usable[ms] >= goal:
             best = ms
     return {"shortest_slice_ms": best or float("nan"), **{f"usable_at_{ms}ms": v for ms, v in usable.items()}}
+
+
+def calendar_effect(calendar_queues: bool, seconds: float = 2.0) -> dict[str, float]:
+    """Rack 0 -> rack 1 for ``seconds`` through a 4-rack strobe (200 ms days, 100 ms nights,
+    only day 0 connects them), Python target: packets sent, delivered, dropped at the ToR
+    for want of a circuit. Without calendar queues the ToR drops as BMv2 would."""
+    from controller.p4build import pipeline_files
+    from controller.p4runtime.client import P4RuntimeClient
+    from controller.p4runtime.schema import P4Schema
+    from controller.schedule import round_robin
+
+    fabric_net = load_emulation_module("fabric_net")
+    udp_probe_run = load_emulation_module("udp_probe_run")
+    schedule = round_robin(4, slice_us=200_000, night_us=100_000)
+    extra = ("--queue-depth", "2000") if calendar_queues else ()
+    with fabric_net.EmulatedFabric(optical(4, 1, uplinks=1, rate_mbps=None), target="python", shape=False,
+                                   publish=False, schedule=schedule, calendar_queues=calendar_queues,
+                                   switch_args=extra) as fab:
+        sent, got = udp_probe_run.probe(fab, "h0_0", "h1_0", "10.200.1.1", seconds=seconds, idle=2.0)
+        tor0 = fab.live.switch("tor0")
+        schema = P4Schema.from_file(pipeline_files("tor_switch").p4info)
+        with P4RuntimeClient(tor0.grpc, device_id=tor0.device_id, election_id=0).connect() as c:
+            dropped = sum(e.data.packet_count for e in c.read_counter(schema.counter("calendar_drops").id))
+    return {"sent": len(sent), "delivered": len(got), "dropped_at_tor": dropped}

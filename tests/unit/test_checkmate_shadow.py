@@ -148,4 +148,6 @@ def test_other_sessions_and_flows_are_ignored(tmp_path: Path) -> None:
                               seg.payload, 100), now=0.0)
     shadow.on_segment(Segment(seg.src, seg.dst, seg.sport, 9999, seg.tos, seg.seq, False, seg.payload, 100),
                       now=0.0)
+    shadow.on_segment(Segment(seg.src, seg.dst, seg.sport, seg.dport, 0x00, seg.seq, False, seg.payload, 100),
+                      now=0.0)  # untagged: the shadow's own side-channel traffic, not crosstalk
     assert shadow.counters["ignored"] == 2 and not shadow.streams

@@ -148,12 +148,12 @@ class ShadowReplica:
     # ------------------------------------------------------------ input
 
     def on_segment(self, seg: Segment, now: float) -> None:
-        if session_of(seg.tos) != self.cfg.training.session:
-            self.counters["ignored"] += 1
-            return
-        leg = self.legs.get((seg.src, seg.dst, seg.dport))
+        session = session_of(seg.tos)
+        if session is None:
+            return  # untagged: the shadow's own traffic (its side channel), not a copy
+        leg = self.legs.get((seg.src, seg.dst, seg.dport)) if session == self.cfg.training.session else None
         if leg is None:
-            self.counters["ignored"] += 1
+            self.counters["ignored"] += 1  # a copy, but of another job or flow: crosstalk
             return
         self.counters["segments"] += 1
         self.counters["wire_bytes"] += seg.wire_bytes
