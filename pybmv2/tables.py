@@ -332,6 +332,10 @@ class MatchTable:
     def entries(self) -> Iterator[TableEntry]:
         return iter(list(self._by_key.values()))
 
+    def holds(self, entry: TableEntry) -> bool:
+        """Whether ``entry`` is still this table's entry for its key (not deleted or replaced)."""
+        return self._by_key.get(self._store_key(entry.key, entry.priority)) is entry
+
     def __len__(self) -> int:
         return len(self._by_key)
 

@@ -186,19 +186,24 @@ class DeviceManager:
                      apply: Callable[[Pipeline, U], None]) -> status_pb2.Status:
         results: list[P4RuntimeError | None] = []
         append = results.append
-        with self.switch.lock:
+        lock = self.switch.lock
+        with lock:
             p = self.require_pipeline()
-            if atomicity != p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR:
-                raise _unimplemented(
-                    "Support for atomic write modes has not been implemented yet")
-            for update in updates:
-                try:
+        if atomicity != p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR:
+            raise _unimplemented(
+                "Support for atomic write modes has not been implemented yet")
+        # one update at a time under the switch's lock, as BMv2 takes its table locks per
+        # update: packets keep flowing between the updates of a long batch instead of
+        # waiting (with their ingress timestamps already taken) for the whole batch
+        for update in updates:
+            try:
+                with lock:
                     apply(p, update)
-                    append(None)
-                except P4RuntimeError as exc:
-                    append(exc)
-                except TargetError as exc:
-                    append(from_target_error(exc))
+                append(None)
+            except P4RuntimeError as exc:
+                append(exc)
+            except TargetError as exc:
+                append(from_target_error(exc))
         for i, r in enumerate(results):
             if r is not None:
                 log.debug("device %d: update %d failed: %s", self.device_id, i, r)
@@ -241,23 +246,26 @@ class DeviceManager:
              ) -> tuple[p4runtime_pb2.ReadResponse, P4RuntimeError | None]:
         """Read every entity; on the first error stop and return what was read (PI)."""
         response = p4runtime_pb2.ReadResponse()
-        with self.switch.lock:
+        lock = self.switch.lock
+        with lock:
             p = self.require_pipeline()
-            for entity in request.entities:
-                try:
-                    self._read_one(p, entity, response)
-                except P4RuntimeError as exc:
-                    return response, exc
-                except TargetError as exc:
-                    return response, from_target_error(exc)
+        for entity in request.entities:
+            try:
+                if entity.WhichOneof("entity") == "table_entry":  # big: takes the lock a chunk at a time
+                    table_ops.read_table_entries(p, entity.table_entry, response, lock)
+                else:
+                    with lock:
+                        self._read_one(p, entity, response)
+            except P4RuntimeError as exc:
+                return response, exc
+            except TargetError as exc:
+                return response, from_target_error(exc)
         return response, None
 
     def _read_one(self, p: Pipeline, entity: p4runtime_pb2.Entity,
                   response: p4runtime_pb2.ReadResponse) -> None:
         which = entity.WhichOneof("entity")
-        if which == "table_entry":
-            table_ops.read_table_entries(p, entity.table_entry, response)
-        elif which == "counter_entry":
+        if which == "counter_entry":
             extern_ops.read_counters(p, entity.counter_entry, response)
         elif which == "direct_counter_entry":
             table_ops.read_direct_counters(p, entity.direct_counter_entry, response)

@@ -10,6 +10,9 @@ Callers hold the switch lock.
 
 from __future__ import annotations
 
+import time
+from contextlib import AbstractContextManager
+
 import grpc
 from p4.v1 import p4runtime_pb2
 
@@ -303,8 +306,18 @@ def _read_default(p: Pipeline, tb: TableBinding, table: MatchTable,
     out.metadata = metadata
 
 
+#: entries encoded per hold of the switch's lock while reading a table
+READ_CHUNK = 64
+
+
 def _read_one_table(p: Pipeline, table_id: int, requested: p4runtime_pb2.TableEntry,
-                    response: p4runtime_pb2.ReadResponse) -> None:
+                    response: p4runtime_pb2.ReadResponse, lock: AbstractContextManager) -> None:
+    with lock:
+        _read_one_table_locked(p, table_id, requested, response, lock)
+
+
+def _read_one_table_locked(p: Pipeline, table_id: int, requested: p4runtime_pb2.TableEntry,
+                           response: p4runtime_pb2.ReadResponse, lock: AbstractContextManager) -> None:
     tb, table = p.table(table_id)
     if requested.is_default_action:
         _read_default(p, tb, table, requested, response)
@@ -318,18 +331,27 @@ def _read_one_table(p: Pipeline, table_id: int, requested: p4runtime_pb2.TableEn
         entries = [found] if found is not None else []
     else:
         entries = [e for e in table.entries() if _matches_filters(e, tb, requested)]
-    for entry in entries:
-        _encode_entry(p, tb, entry, requested, response.entities.add().table_entry)
+    # encode a big table a chunk at a time (the caller holds ``lock`` once; it is released
+    # between chunks), so that packets are not held up behind a long read
+    for start in range(0, len(entries), READ_CHUNK):
+        if start:
+            lock.__exit__(None, None, None)
+            time.sleep(0)
+            lock.__enter__()
+        for entry in entries[start:start + READ_CHUNK]:
+            if table.holds(entry):
+                _encode_entry(p, tb, entry, requested, response.entities.add().table_entry)
 
 
 def read_table_entries(p: Pipeline, requested: p4runtime_pb2.TableEntry,
-                       response: p4runtime_pb2.ReadResponse) -> None:
-    """PI's ``table_read``: table_id 0 reads every table (const ones included)."""
+                       response: p4runtime_pb2.ReadResponse, lock: AbstractContextManager) -> None:
+    """PI's ``table_read``: table_id 0 reads every table (const ones included). ``lock`` (the
+    switch's) is taken a chunk of entries at a time."""
     if requested.table_id == 0:
         for table_id in p.index.tables:
-            _read_one_table(p, table_id, requested, response)
+            _read_one_table(p, table_id, requested, response, lock)
     else:
-        _read_one_table(p, requested.table_id, requested, response)
+        _read_one_table(p, requested.table_id, requested, response, lock)
 
 
 # -- direct counters ------------------------------------------------------------------------
