@@ -6,6 +6,7 @@ interfaces Mininet created for its links, passed to the switch process as ``-i P
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 
@@ -17,6 +18,13 @@ from controller.switch_process import CPU_PORT, SwitchProcess, SwitchSpec
 __all__ = ["P4TargetSwitch"]
 
 log = logging.getLogger(__name__)
+
+
+def _quiet(iface: str) -> None:
+    """No IPv6 on a switch port: else the kernel's own router solicitations and multicast
+    listener reports leave through it and cross the fabric as if a host had sent them."""
+    with contextlib.suppress(OSError):  # OSError: IPv6 is disabled in the kernel altogether
+        Path(f"/proc/sys/net/ipv6/conf/{iface}/disable_ipv6").write_text("1")
 
 
 class P4TargetSwitch(Switch):
@@ -50,6 +58,8 @@ class P4TargetSwitch(Switch):
         return {port: intf.name for port, intf in self.intfs.items() if intf.name != "lo"}
 
     def start(self, controllers) -> None:
+        for iface in self.port_map().values():
+            _quiet(iface)
         spec = SwitchSpec(name=self.name, target=self.target, ports=self.port_map(),
                           device_id=self.device_id, grpc_address=self.grpc_address,
                           cpu_port=self.cpu_port, log_dir=self.log_dir, extra_args=self.extra_args)
