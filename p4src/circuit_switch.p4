@@ -6,10 +6,15 @@
  *   - clock: the controller either pins a slice (one-shot, like a patch panel) or gives the
  *     switch its offset to the fabric's common epoch and the schedule's cycle. The phase in
  *     the cycle is (ingress_global_timestamp + offset) mod cycle; p4c has no run-time
- *     modulo, so it is computed by restoring division, 48 conditional subtractions.
- *   - slice_of_phase: range entries [start, end) of the phase -> slice; a phase in no
+ *     modulo, so it is computed by restoring division, 48 conditional subtractions. Both
+ *     actions also say which configuration *version* (0 or 1) is active. The default action
+ *     is the running configuration; during a reconfiguration (controller/reconfigure/) a
+ *     range entry on the timestamp, [flip, end of time), switches to the other version at
+ *     the flip: the version is a function of time, as in TimeFlip (Mizrahi et al., 2015).
+ *   - slice_of_phase: (version, range [start, end) of the phase) -> slice; a phase in no
  *     range is the night (reconfiguration): the frame is dropped and counted.
- *   - circuit: (slice, ingress port) -> egress port; a port that is dark in that slice drops.
+ *   - circuit: (version, slice, ingress port) -> egress port; a port that is dark in that
+ *     slice drops.
  *   - clock probe: a packet-out from the controller comes straight back as a packet-in
  *     carrying the switch's ingress timestamp, so the controller can measure the switch's
  *     clock against its own (controller/schedule/clock.py) and correct it with the offset.
@@ -44,6 +49,7 @@ struct metadata_t {
     bit<48> phase_us;
     bit<16> slice;
     bit<1>  pinned;
+    bit<1>  version;
     bit<48> probe_us;
 }
 
@@ -74,21 +80,24 @@ control OcsIngress(inout headers_t hdr, inout metadata_t meta,
         mark_to_drop(standard_metadata);
     }
 
-    action set_clock(bit<48> offset_us, bit<48> cycle_us) {
+    action set_clock(bit<1> version, bit<48> offset_us, bit<48> cycle_us) {
+        meta.version = version;
         meta.phase = (bit<96>)standard_metadata.ingress_global_timestamp + (bit<96>)offset_us;
         meta.cycle = (bit<96>)cycle_us;
         meta.pinned = 0;
     }
 
-    action pin(bit<16> slice) {
+    action pin(bit<1> version, bit<16> slice) {
+        meta.version = version;
         meta.slice = slice;
         meta.pinned = 1;
     }
 
     table clock {
-        key = { }
+        key = { standard_metadata.ingress_global_timestamp: range; }
         actions = { set_clock; pin; }
-        default_action = pin(0);
+        default_action = pin(0, 0);
+        size = 4;
     }
 
     action set_slice(bit<16> slice) {
@@ -103,7 +112,10 @@ control OcsIngress(inout headers_t hdr, inout metadata_t meta,
     }
 
     table slice_of_phase {
-        key = { meta.phase_us: range; }
+        key = {
+            meta.version: exact;
+            meta.phase_us: range;
+        }
         actions = { set_slice; night; }
         default_action = night();
         size = 4096;
@@ -115,6 +127,7 @@ control OcsIngress(inout headers_t hdr, inout metadata_t meta,
 
     table circuit {
         key = {
+            meta.version: exact;
             meta.slice: exact;
             standard_metadata.ingress_port: exact;
         }

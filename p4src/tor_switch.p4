@@ -7,12 +7,21 @@
  *     the switch's clock (as circuit_switch's: offset to the fabric's epoch, phase by
  *     restoring division, slot by range lookup) gives the arrival slot; uplinks says
  *     whether the packet came down from a circuit (transit) or from a host.
- *   - timeflow: (rack, arrival slot, transit) -> (uplink port, slots to wait). The packet's
- *     release time, the start of its send slot on the switch's clock, goes in
+ *   - timeflow: (version, rack, arrival slot, transit) -> (uplink port, slots to wait).
+ *     The packet's release time, the start of its send slot on the switch's clock, goes in
  *     meta.release_us. Stock BMv2 has no calendar queue, so a packet whose circuit is not
  *     up in its arrival slot (wait > 0) is dropped and counted in calendar_drops; where the
  *     target holds packets until meta.release_us (the Python target's calendar-queue
  *     extension), the controller sets the clock's hold flag and the packet waits instead.
+ *   - Versions, for consistent reconfiguration (controller/reconfigure/): clock, slot
+ *     windows and time-flow entries carry a configuration version (0 or 1), and the
+ *     version is a function of time (TimeFlip, Mizrahi et al., 2015). While the controller
+ *     switches configurations, the flip table (a range on the timestamp) holds a cut T and
+ *     the next configuration's epoch E: a packet the old configuration would send at or
+ *     after T, and every packet that arrives in [T, E), is sent by timeflow_flip instead
+ *     (the next configuration's entries for a packet arriving at E), so no packet is sent
+ *     into a circuit switch under the other configuration's matching. The circuit switches
+ *     flip between T and E; from E on, the clock's range entry selects the next version.
  *   - Clock probe: a packet-out with probe != 0 comes back as a packet-in carrying the
  *     ingress timestamp (controller/schedule/clock.py); probe == 0 is an ordinary
  *     packet-out to egress_port.
@@ -86,6 +95,10 @@ struct metadata_t {
     bit<48> slot_start_us;
     bit<48> release_us;
     bit<1>  hold;
+    bit<1>  version;
+    bit<1>  flipping;
+    bit<48> cut_us;
+    bit<48> next_epoch_us;
 }
 
 parser TorParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
@@ -151,22 +164,43 @@ control TorIngress(inout headers_t hdr, inout metadata_t meta,
         size = 1024;
     }
 
-    action set_clock(bit<48> offset_us, bit<48> cycle_us, bit<1> hold) {
+    action set_clock(bit<1> version, bit<48> offset_us, bit<48> cycle_us, bit<1> hold) {
+        meta.version = version;
         meta.phase = (bit<96>)standard_metadata.ingress_global_timestamp + (bit<96>)offset_us;
         meta.cycle = (bit<96>)cycle_us;
         meta.clocked = 1;
         meta.hold = hold;
     }
 
-    action unclocked() {
+    action unclocked(bit<1> version, bit<1> hold) {
+        meta.version = version;
         meta.slot = 0;
         meta.clocked = 0;
+        meta.hold = hold;
     }
 
     table clock {
-        key = { }
+        key = { standard_metadata.ingress_global_timestamp: range; }
         actions = { set_clock; unclocked; }
-        default_action = unclocked();
+        default_action = unclocked(0, 0);
+        size = 4;
+    }
+
+    action cut_at(bit<48> cut_us, bit<48> next_epoch_us) {
+        meta.cut_us = cut_us;
+        meta.next_epoch_us = next_epoch_us;
+    }
+
+    action before_epoch(bit<48> next_epoch_us) {
+        meta.flipping = 1;
+        meta.next_epoch_us = next_epoch_us;
+    }
+
+    table flip {
+        key = { standard_metadata.ingress_global_timestamp: range; }
+        actions = { cut_at; before_epoch; NoAction; }
+        default_action = NoAction();
+        size = 4;
     }
 
     action set_slot(bit<16> slot, bit<48> start_us) {
@@ -175,7 +209,10 @@ control TorIngress(inout headers_t hdr, inout metadata_t meta,
     }
 
     table slot_of_phase {
-        key = { meta.phase_us: range; }
+        key = {
+            meta.version: exact;
+            meta.phase_us: range;
+        }
         actions = { set_slot; NoAction; }
         default_action = NoAction();
         size = 65536;
@@ -197,11 +234,11 @@ control TorIngress(inout headers_t hdr, inout metadata_t meta,
         meta.wait_slots = wait_slots;
         meta.release_us = standard_metadata.ingress_global_timestamp - (meta.phase_us - meta.slot_start_us)
                           + wait_us;
-        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
     }
 
     table timeflow {
         key = {
+            meta.version: exact;
             meta.rack: exact;
             meta.slot: exact;
             meta.transit: exact;
@@ -209,6 +246,22 @@ control TorIngress(inout headers_t hdr, inout metadata_t meta,
         actions = { send; drop; }
         default_action = drop();
         size = 1048576;
+    }
+
+    action send_at_epoch(port_t port, bit<16> wait_slots, bit<48> wait_us) {
+        standard_metadata.egress_spec = port;
+        meta.wait_slots = wait_slots;
+        meta.release_us = meta.next_epoch_us + wait_us;
+    }
+
+    table timeflow_flip {
+        key = {
+            meta.rack: exact;
+            meta.transit: exact;
+        }
+        actions = { send_at_epoch; drop; }
+        default_action = drop();
+        size = 4096;
     }
 
     apply {
@@ -230,14 +283,24 @@ control TorIngress(inout headers_t hdr, inout metadata_t meta,
         switch (ipv4_lpm.apply().action_run) {
             NoAction: {
                 rack_of.apply();
-                clock.apply();
-                if (meta.clocked == 1) {
-                    PHASE_MOD_CYCLE
-                    meta.phase_us = (bit<48>)meta.phase;
-                    slot_of_phase.apply();
-                }
                 uplinks.apply();
-                timeflow.apply();
+                clock.apply();
+                flip.apply();
+                if (meta.flipping == 0) {
+                    if (meta.clocked == 1) {
+                        PHASE_MOD_CYCLE
+                        meta.phase_us = (bit<48>)meta.phase;
+                        slot_of_phase.apply();
+                    }
+                    timeflow.apply();
+                    if (meta.cut_us != 0 && meta.release_us >= meta.cut_us) {
+                        meta.flipping = 1;
+                    }
+                }
+                if (meta.flipping == 1) {
+                    timeflow_flip.apply();
+                }
+                hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
                 if (meta.wait_slots != 0 && meta.hold == 0) {
                     calendar_drops.count((bit<32>)standard_metadata.ingress_port);
                     drop();

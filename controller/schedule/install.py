@@ -2,7 +2,8 @@
 
 For each circuit switch (``ocs0``, ``ocs1``... = the schedule's circuits in order) and each
 ToR: probe its clock (:mod:`controller.schedule.clock`), then replace what an earlier
-schedule installed (circuits and slice windows; ToRs' slot windows and time-flow entries)
+schedule installed (circuits and slice windows; ToRs' slot windows and time-flow entries;
+what a reconfiguration left), all under configuration version 0,
 and set its clock so that its phase is the schedule's phase since ``epoch_us`` on the
 controller's clock. The report gives each switch's skew bound: half the round trip of the
 probe the offset came from.
@@ -20,7 +21,13 @@ from controller.p4runtime.client import P4RuntimeClient
 from controller.p4runtime.entities import TableRule, encode_rule, update
 from controller.schedule.clock import controller_now_us, probe_clock
 from controller.schedule.model import Schedule
-from controller.schedule.ocs_rules import CIRCUIT, SLICE_OF_PHASE, circuit_switch_rules, clock_rule
+from controller.schedule.ocs_rules import (
+    CIRCUIT,
+    CLOCK,
+    SLICE_OF_PHASE,
+    circuit_switch_rules,
+    clock_rule,
+)
 from controller.schedule.tor_rules import SCHEDULED_TABLES, tor_schedule_rules
 from controller.topology.model import Switch, Topology
 
@@ -50,7 +57,7 @@ def _client(sw: Switch, election_id: int) -> P4RuntimeClient:
 
 def _clear(client: P4RuntimeClient, sw: Switch) -> None:
     schema, _ = pipeline_schema(sw.program)
-    tables = SCHEDULED_TABLES if sw.role == "tor" else (SLICE_OF_PHASE, CIRCUIT)
+    tables = SCHEDULED_TABLES if sw.role == "tor" else (CLOCK, SLICE_OF_PHASE, CIRCUIT)
     ups = [update("delete", e) for t in tables for e in client.read_table_entries(schema.table(t).id)]
     if ups:
         client.write_checked(ups)
@@ -69,9 +76,10 @@ def _write(client: P4RuntimeClient, sw: Switch, rules: list[TableRule]) -> None:
 
 def install_schedule(topo: Topology, schedule: Schedule, *, routing: str = "direct",
                      epoch_us: float | None = None, probes: int = 16, hold: bool = False,
-                     election_id: int = 1) -> tuple[float, list[ClockReport]]:
+                     margin_us: int = 0, election_id: int = 1) -> tuple[float, list[ClockReport]]:
     """Install ``schedule`` on every circuit switch and ToR of ``topo`` (time-flow entries
-    for ``routing``; ``hold``: the ToRs have calendar queues); the epoch used and the
+    for ``routing``; ``hold``: the ToRs have calendar queues; ``margin_us``: they send
+    nothing in the first and the last ``margin_us`` of a day); the epoch used and the
     reports, circuit switches first."""
     ocs = circuit_switches(topo)
     if len(ocs) != len(schedule.circuits):
@@ -97,7 +105,7 @@ def install_schedule(topo: Topology, schedule: Schedule, *, routing: str = "dire
 
         def tor(sw: Switch) -> ClockReport:
             est = clocks[sw.name]
-            rules = tor_schedule_rules(topo, schedule, sw.name, routing=routing, hold=hold,
+            rules = tor_schedule_rules(topo, schedule, sw.name, routing=routing, hold=hold, margin_us=margin_us,
                                        started_at_us=round(est.started_at_us), epoch_us=round(epoch))
             _write(clients[sw.name], sw, rules)
             offset = next((int(r.params["offset_us"]) for r in rules if r.is_default and "offset_us" in r.params), 0)
@@ -117,9 +125,10 @@ def stop_schedule(topo: Topology, *, election_id: int = 1) -> list[str]:
     for sw in [*circuit_switches(topo), *(s for s in topo.switches if s.role == "tor")]:
         with _client(sw, election_id) as client:
             if sw.role == "tor":
-                reset = TableRule("TorIngress.clock", {}, "TorIngress.unclocked", {}, is_default=True)
+                reset = TableRule("TorIngress.clock", {}, "TorIngress.unclocked", {"version": 0, "hold": 0},
+                                  is_default=True)
             else:
-                reset = TableRule("OcsIngress.clock", {}, "OcsIngress.pin", {"slice": 0}, is_default=True)
+                reset = TableRule("OcsIngress.clock", {}, "OcsIngress.pin", {"version": 0, "slice": 0}, is_default=True)
             _write(client, sw, [reset])
         done.append(sw.name)
     return done

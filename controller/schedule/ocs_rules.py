@@ -1,7 +1,10 @@
 """circuit_switch's entries for one circuit switch of a schedule: pure, a schedule in, rules out.
 
-- ``clock``'s default action: ``pin(0)`` for a one-shot schedule, else
-  ``set_clock(offset, cycle)`` where the offset maps the switch's own clock (BMv2's
+Every entry and the clock carry the configuration ``version`` (0 or 1; a reconfiguration
+installs the next configuration under the other one, see :mod:`controller.reconfigure`).
+
+- ``clock``'s default action: ``pin(version, 0)`` for a one-shot schedule, else
+  ``set_clock(version, offset, cycle)`` where the offset maps the switch's own clock (BMv2's
   ``ingress_global_timestamp`` counts from the switch's start) onto the fabric's epoch and
   the circuit's phase;
 - ``slice_of_phase``: one range per day, ``[start, end)`` of the cycle -> the slice; the
@@ -24,7 +27,8 @@ SLICE_OF_PHASE = "OcsIngress.slice_of_phase"
 CIRCUIT = "OcsIngress.circuit"
 
 
-def clock_rule(schedule: Schedule, circuit: int, *, started_at_us: int = 0, epoch_us: int = 0) -> TableRule:
+def clock_rule(schedule: Schedule, circuit: int, *, started_at_us: int = 0, epoch_us: int = 0,
+               version: int = 0) -> TableRule:
     """The ``clock`` default action of circuit switch ``circuit``.
 
     ``started_at_us`` is when (on the controller's clock) the switch's timestamps were 0 and
@@ -33,17 +37,19 @@ def clock_rule(schedule: Schedule, circuit: int, *, started_at_us: int = 0, epoc
 
     >>> from controller.schedule.generators import round_robin
     >>> clock_rule(round_robin(4, slice_us=900, night_us=100), 0, started_at_us=5000, epoch_us=200).params
-    {'offset_us': 1800, 'cycle_us': 3000}
+    {'version': 0, 'offset_us': 1800, 'cycle_us': 3000}
     """
     if schedule.kind == "one-shot":
-        return TableRule(CLOCK, {}, "OcsIngress.pin", {"slice": 0}, is_default=True)
+        return TableRule(CLOCK, {}, "OcsIngress.pin", {"version": version, "slice": 0}, is_default=True)
     plan = schedule.circuits[circuit]
     cycle = schedule.cycle_of(plan)
     offset = (started_at_us - epoch_us - plan.offset_us) % cycle
-    return TableRule(CLOCK, {}, "OcsIngress.set_clock", {"offset_us": offset, "cycle_us": cycle}, is_default=True)
+    return TableRule(CLOCK, {}, "OcsIngress.set_clock", {"version": version, "offset_us": offset, "cycle_us": cycle},
+                     is_default=True)
 
 
-def circuit_switch_rules(schedule: Schedule, circuit: int, ports: Sequence[int] | None = None) -> list[TableRule]:
+def circuit_switch_rules(schedule: Schedule, circuit: int, ports: Sequence[int] | None = None, *,
+                         version: int = 0) -> list[TableRule]:
     """The ``slice_of_phase`` and ``circuit`` entries of circuit switch ``circuit``; rack
     ``r`` is on port ``ports[r]`` (default ``r + 1``)."""
     if not 0 <= circuit < len(schedule.circuits):
@@ -53,11 +59,13 @@ def circuit_switch_rules(schedule: Schedule, circuit: int, ports: Sequence[int] 
         raise ConfigError(schedule.source, "ports", port, f"one distinct port for each of the {schedule.racks} racks")
     rules: list[TableRule] = []
     if schedule.kind != "one-shot":
-        rules += [TableRule(SLICE_OF_PHASE, {"meta.phase_us": Range(start, end - 1)}, "OcsIngress.set_slice",
+        rules += [TableRule(SLICE_OF_PHASE, {"meta.version": Exact(version), "meta.phase_us": Range(start, end - 1)},
+                            "OcsIngress.set_slice",
                             {"slice": i}, priority=1)
                   for start, end, i in schedule.slice_windows(circuit)]
     for i, matching in enumerate(schedule.circuits[circuit].slices):
-        rules += [TableRule(CIRCUIT, {"meta.slice": Exact(i), "standard_metadata.ingress_port": Exact(port[src])},
+        rules += [TableRule(CIRCUIT, {"meta.version": Exact(version), "meta.slice": Exact(i),
+                                      "standard_metadata.ingress_port": Exact(port[src])},
                             "OcsIngress.forward", {"port": port[dst]})
                   for src, dst in enumerate(matching) if dst is not None]
     return rules

@@ -3,7 +3,10 @@
 Time is cut into *slots*: the coarsest grid on which no circuit switch changes state inside
 a slot (the gcd of the slice, the night and every circuit's offset), repeating every
 ``cycle`` (the lcm of the circuits' cycles). In each slot a circuit switch either holds one
-matching for the whole slot or is dark (its night).
+matching for the whole slot or is dark (its night). A send *margin* makes the first and the
+last ``margin_us`` of every day unusable for sending too (it joins the grid), so that a
+packet sent in a day crosses the circuit switch in that day despite latency and the skew
+between the ToR's clock and the circuit switch's, whichever is ahead.
 
 A time-flow entry says, for a packet for rack ``dst`` that reaches ToR ``tor`` in slot
 ``arrival``: send it in slot ``send`` on uplink ``uplink`` (the circuit switch), possibly
@@ -62,17 +65,24 @@ class Slots:
         return self.slot_us * self.count
 
 
-def slots(schedule: Schedule) -> Slots:
-    """The slot grid of ``schedule`` (one slot for a one-shot schedule).
+def slots(schedule: Schedule, margin_us: int = 0) -> Slots:
+    """The slot grid of ``schedule`` (one slot for a one-shot schedule), with the first and
+    the last ``margin_us`` of each day counted as dark.
 
     >>> from controller.schedule.generators import round_robin
     >>> g = slots(round_robin(4, slice_us=900, night_us=100))
     >>> g.slot_us, g.count, g.active[9][0], g.active[8][0]
     (100, 30, None, (1, 2, 3, 0))
+    >>> g = slots(round_robin(4, slice_us=900, night_us=100), margin_us=200)
+    >>> g.slot_us, [g.active[k][0] is not None for k in range(10)]
+    (100, [False, False, True, True, True, True, True, False, False, False])
     """
     if schedule.kind == "one-shot":
         return Slots(0, 1, (tuple(plan.slices[0] for plan in schedule.circuits),))
-    grid = math.gcd(schedule.slice_us, schedule.night_us, *(p.offset_us for p in schedule.circuits))
+    if not 0 <= 2 * margin_us < schedule.slice_us:
+        raise ConfigError(schedule.source, "margin_us", margin_us,
+                          f"must leave part of a {schedule.slice_us} us day at both ends")
+    grid = math.gcd(schedule.slice_us, schedule.night_us, margin_us, *(p.offset_us for p in schedule.circuits))
     cycle = math.lcm(*(schedule.cycle_of(p) for p in schedule.circuits))
     count = cycle // grid
     if count > 100_000:
@@ -83,7 +93,9 @@ def slots(schedule: Schedule) -> Slots:
         row: list[tuple[int | None, ...] | None] = []
         for c, plan in enumerate(schedule.circuits):
             at = schedule.at(c, k * grid)
-            row.append(None if at.index is None else plan.slices[at.index])
+            into = schedule.slice_us - at.left_us
+            usable = at.index is not None and into >= margin_us and at.left_us >= grid + margin_us
+            row.append(plan.slices[at.index] if usable and at.index is not None else None)
         active.append(tuple(row))
     return Slots(grid, count, tuple(active))
 
@@ -102,15 +114,17 @@ def _first(grid: Slots, tor: int, arrival: int, want: int | None) -> tuple[int, 
     return None
 
 
-def timeflow(schedule: Schedule, routing: str = "direct") -> list[TimeFlowEntry]:
-    """Every ToR's time-flow entries for ``routing`` (see the module docstring).
+def timeflow(schedule: Schedule, routing: str = "direct", margin_us: int = 0) -> list[TimeFlowEntry]:
+    """Every ToR's time-flow entries for ``routing`` (see the module docstring), sending
+    nothing in the first and the last ``margin_us`` of a day.
 
     ``send`` may exceed the slot count: the packet waits into the next cycle. A destination
-    that no circuit ever reaches is a ConfigError naming both racks.
+    that no circuit ever reaches is a ConfigError naming both racks, except in a one-shot
+    schedule (a pinned topology), where such a pair simply has no entry.
     """
     if routing not in ROUTINGS:
         raise ConfigError(schedule.source, "routing", routing, f"must be one of {', '.join(ROUTINGS)}")
-    grid = slots(schedule)
+    grid = slots(schedule, margin_us)
     out: list[TimeFlowEntry] = []
     for tor in range(schedule.racks):
         for dst in range(schedule.racks):
@@ -118,11 +132,13 @@ def timeflow(schedule: Schedule, routing: str = "direct") -> list[TimeFlowEntry]
                 continue
             for arrival in range(grid.count):
                 hop = _first(grid, tor, arrival, dst)
+                if hop is None and schedule.kind == "one-shot":
+                    continue  # a pinned topology: reached over several circuits (TopoOpt), if at all
                 if hop is None:
                     raise ConfigError(schedule.source, "circuits", schedule.name,
                                       f"no circuit ever connects rack {tor} to rack {dst}")
                 out.append(TimeFlowEntry(tor, dst, arrival, True, hop[0], hop[1], dst))
-                if routing == "vlb":
+                if routing == "vlb" and schedule.kind != "one-shot":
                     first = _first(grid, tor, arrival, None)
                     assert first is not None
                     out.append(TimeFlowEntry(tor, dst, arrival, False, first[0], first[1], first[2]))

@@ -347,22 +347,34 @@ _OCS_FRAMES = (
     ("p3-to-p4-not-ethernet", 3, b"\x01" * 20),
     ("p4-dark", 4, bytes(range(80))),
 )
-_OCS_CIRCUITS = tuple(Rule("OcsIngress.circuit", {"meta.slice": "0", "standard_metadata.ingress_port": str(a)},
-                           "OcsIngress.forward", {"port": b}) for a, b in ((1, 2), (2, 1), (3, 4)))
+def _ocs_circuits(version: int = 0, pairs: tuple[tuple[int, int], ...] = ((1, 2), (2, 1), (3, 4))) -> tuple[Rule, ...]:
+    return tuple(Rule("OcsIngress.circuit", {"meta.version": str(version), "meta.slice": "0",
+                                             "standard_metadata.ingress_port": str(a)},
+                      "OcsIngress.forward", {"port": b}) for a, b in pairs)
+
+
+_OCS_CIRCUITS = _ocs_circuits()
 OCS_PINNED = Program("circuit_switch_pinned", artifact="circuit_switch", home=0, rules=_OCS_CIRCUITS,
                      packets=_OCS_FRAMES)
 #: the clock path (48-step phase division, range lookup) with one day covering the whole
 #: cycle, so that the outcome does not depend on when the packet arrives
 OCS_CLOCKED = Program("circuit_switch_clocked", artifact="circuit_switch", home=0, rules=(
-    Rule("OcsIngress.clock", {}, "OcsIngress.set_clock", {"offset_us": 123456789, "cycle_us": 33000}, default=True),
-    Rule("OcsIngress.slice_of_phase", {"meta.phase_us": "0..32999"}, "OcsIngress.set_slice", {"slice": 0},
-         priority=1),
+    Rule("OcsIngress.clock", {}, "OcsIngress.set_clock", {"version": 0, "offset_us": 123456789, "cycle_us": 33000},
+         default=True),
+    Rule("OcsIngress.slice_of_phase", {"meta.version": "0", "meta.phase_us": "0..32999"}, "OcsIngress.set_slice",
+         {"slice": 0}, priority=1),
     *_OCS_CIRCUITS), packets=_OCS_FRAMES)
 #: a clocked switch with no day installed: always night, every frame dropped
 OCS_NIGHT = Program("circuit_switch_night", artifact="circuit_switch", home=0, rules=(
-    Rule("OcsIngress.clock", {}, "OcsIngress.set_clock", {"offset_us": 5, "cycle_us": 1000}, default=True),
+    Rule("OcsIngress.clock", {}, "OcsIngress.set_clock", {"version": 0, "offset_us": 5, "cycle_us": 1000},
+         default=True),
     *_OCS_CIRCUITS), packets=_OCS_FRAMES[:2])
-
+#: a reconfiguration that has flipped: a range entry on the timestamp from 0 on selects
+#: version 1, whose circuits differ; version 0's are still installed and must not be used
+OCS_FLIPPED = Program("circuit_switch_flipped", artifact="circuit_switch", home=0, rules=(
+    Rule("OcsIngress.clock", {"standard_metadata.ingress_global_timestamp": "0..281474976710655"},
+         "OcsIngress.pin", {"version": 1, "slice": 0}, priority=1),
+    *_OCS_CIRCUITS, *_ocs_circuits(1, ((1, 3), (3, 1), (2, 4)))), packets=_OCS_FRAMES)
 
 
 def ip_frame(dst: str, ttl: int = 64) -> bytes:
@@ -373,20 +385,23 @@ def ip_frame(dst: str, ttl: int = 64) -> bytes:
                  IP(src="10.200.0.1", dst=dst, ttl=ttl, id=1) / UDP(sport=5, dport=9000) / (b"t" * 20))
 
 
-#: an unclocked ToR (a one-shot schedule: every packet arrives in slot 0)
-TOR_TIMEFLOW = Program("tor_switch_timeflow", artifact="tor_switch", home=0, rules=(
+_TOR_STATIC = (
     Rule("TorIngress.ipv4_lpm", {"hdr.ipv4.dst_addr": "10.200.0.1/32"}, "TorIngress.set_nexthop",
          {"port": 1, "dmac": "02:c8:00:00:00:01", "smac": "02:5f:00:00:01:00"}),
     Rule("TorIngress.rack_of", {"hdr.ipv4.dst_addr": "10.200.1.0/24"}, "TorIngress.set_rack", {"rack": 1}),
     Rule("TorIngress.rack_of", {"hdr.ipv4.dst_addr": "10.200.2.0/24"}, "TorIngress.set_rack", {"rack": 2}),
     Rule("TorIngress.uplinks", {"standard_metadata.ingress_port": "3"}, "TorIngress.from_circuit"),
-    Rule("TorIngress.timeflow", {"meta.rack": "1", "meta.slot": "0", "meta.transit": "0"}, "TorIngress.send",
-         {"port": 3, "wait_slots": 0, "wait_us": 0}),
-    Rule("TorIngress.timeflow", {"meta.rack": "1", "meta.slot": "0", "meta.transit": "1"}, "TorIngress.send",
-         {"port": 4, "wait_slots": 0, "wait_us": 0}),
-    Rule("TorIngress.timeflow", {"meta.rack": "2", "meta.slot": "0", "meta.transit": "0"}, "TorIngress.send",
-         {"port": 3, "wait_slots": 2, "wait_us": 2000}),
-), packets=(
+)
+
+
+def _send(version: int, rack: int, transit: int, port: int, wait: int) -> Rule:
+    return Rule("TorIngress.timeflow", {"meta.version": str(version), "meta.rack": str(rack), "meta.slot": "0",
+                                        "meta.transit": str(transit)},
+                "TorIngress.send", {"port": port, "wait_slots": wait, "wait_us": wait * 1000})
+
+
+_TOR_TIMEFLOW = (_send(0, 1, 0, 3, 0), _send(0, 1, 1, 4, 0), _send(0, 2, 0, 3, 2))
+_TOR_FRAMES = (
     ("own-host-down", 3, ip_frame("10.200.0.1")),
     ("rack1-up-now", 1, ip_frame("10.200.1.7")),
     ("rack1-transit", 3, ip_frame("10.200.1.7")),
@@ -394,7 +409,53 @@ TOR_TIMEFLOW = Program("tor_switch_timeflow", artifact="tor_switch", home=0, rul
     ("unknown-rack-dropped", 1, ip_frame("10.200.9.7")),
     ("ttl-1-dropped", 1, ip_frame("10.200.1.7", ttl=1)),
     ("not-ipv4-dropped", 1, bytes(12) + b"\x88\xb5" + bytes(40)),
-))
+)
+#: an unclocked ToR (a one-shot schedule: every packet arrives in slot 0)
+TOR_TIMEFLOW = Program("tor_switch_timeflow", artifact="tor_switch", home=0,
+                       rules=(*_TOR_STATIC, *_TOR_TIMEFLOW), packets=_TOR_FRAMES)
+_FLIP_ENTRIES = (
+    Rule("TorIngress.timeflow_flip", {"meta.rack": "1", "meta.transit": "0"}, "TorIngress.send_at_epoch",
+         {"port": 4, "wait_slots": 1, "wait_us": 0}),
+    Rule("TorIngress.timeflow_flip", {"meta.rack": "1", "meta.transit": "1"}, "TorIngress.send_at_epoch",
+         {"port": 2, "wait_slots": 1, "wait_us": 0}),
+    Rule("TorIngress.timeflow_flip", {"meta.rack": "2", "meta.transit": "0"}, "TorIngress.send_at_epoch",
+         {"port": 4, "wait_slots": 1, "wait_us": 0}),
+)
+#: mid-reconfiguration, between the cut and the new epoch (a range from 0 on): every packet
+#: for another rack goes by timeflow_flip; this ToR has calendar queues (hold), so BMv2,
+#: which has none, sends it at once on the next configuration's port
+TOR_BEFORE_EPOCH = Program("tor_switch_before_epoch", artifact="tor_switch", home=0, rules=(
+    *_TOR_STATIC, *_TOR_TIMEFLOW, *_FLIP_ENTRIES,
+    Rule("TorIngress.clock", {}, "TorIngress.unclocked", {"version": 0, "hold": 1}, default=True),
+    Rule("TorIngress.flip", {"standard_metadata.ingress_global_timestamp": "0..281474976710655"},
+         "TorIngress.before_epoch", {"next_epoch_us": 7}, priority=1),
+), packets=_TOR_FRAMES)
+#: the same without calendar queues: the ToR must drop what would wait for the new epoch
+TOR_BEFORE_EPOCH_NO_HOLD = Program("tor_switch_before_epoch_no_hold", artifact="tor_switch", home=0, rules=(
+    *_TOR_STATIC, *_TOR_TIMEFLOW, *_FLIP_ENTRIES,
+    Rule("TorIngress.flip", {"standard_metadata.ingress_global_timestamp": "0..281474976710655"},
+         "TorIngress.before_epoch", {"next_epoch_us": 7}, priority=1),
+), packets=_TOR_FRAMES[:3])
+def _cut_at(cut_us: int) -> Rule:
+    return Rule("TorIngress.flip", {"standard_metadata.ingress_global_timestamp": "0..281474976710655"},
+                "TorIngress.cut_at", {"cut_us": cut_us, "next_epoch_us": 281474976710655}, priority=1)
+
+
+_HOLD = Rule("TorIngress.clock", {}, "TorIngress.unclocked", {"version": 0, "hold": 1}, default=True)
+#: before the cut, a packet the old entries would send at or after it goes by timeflow_flip:
+#: with the cut 1 us after the switch started, that is every packet...
+TOR_CUT_PASSED = Program("tor_switch_cut_passed", artifact="tor_switch", home=0, rules=(
+    *_TOR_STATIC, *_TOR_TIMEFLOW, *_FLIP_ENTRIES, _HOLD, _cut_at(1)), packets=_TOR_FRAMES)
+#: ...and with the cut at the end of time, none: the old entries hold
+TOR_CUT_AHEAD = Program("tor_switch_cut_ahead", artifact="tor_switch", home=0, rules=(
+    *_TOR_STATIC, *_TOR_TIMEFLOW, *_FLIP_ENTRIES, _HOLD, _cut_at(281474976710654)), packets=_TOR_FRAMES)
+#: after the new epoch: the clock's range entry selects version 1, whose entries differ
+TOR_FLIPPED = Program("tor_switch_flipped", artifact="tor_switch", home=0, rules=(
+    *_TOR_STATIC, *_TOR_TIMEFLOW, _send(1, 1, 0, 4, 0), _send(1, 2, 0, 2, 0),
+    Rule("TorIngress.clock", {"standard_metadata.ingress_global_timestamp": "0..281474976710655"},
+         "TorIngress.unclocked", {"version": 1, "hold": 0}, priority=1),
+), packets=_TOR_FRAMES[:5])
 
 PROGRAMS = (ARITH, MATCHING, PARSING, REPLICATION, HASHING, STATEFUL, SELECTORS, VARBIT,
-            DIRECT_METER, RAIL_MIRROR, OCS_PINNED, OCS_CLOCKED, OCS_NIGHT, TOR_TIMEFLOW)
+            DIRECT_METER, RAIL_MIRROR, OCS_PINNED, OCS_CLOCKED, OCS_NIGHT, OCS_FLIPPED, TOR_TIMEFLOW,
+            TOR_BEFORE_EPOCH, TOR_BEFORE_EPOCH_NO_HOLD, TOR_CUT_PASSED, TOR_CUT_AHEAD, TOR_FLIPPED)

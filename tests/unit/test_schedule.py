@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from controller.errors import ConfigError
 from controller.schedule import (
+    CircuitPlan,
     dump_schedule,
     load_schedule,
     one_shot,
@@ -111,11 +113,16 @@ def test_vlb_takes_the_first_circuit_and_transit_goes_direct() -> None:
     assert all(e.via == e.dst for e in entries if e.transit)
 
 
-def test_one_shot_is_pinned_and_an_unreachable_pair_is_named() -> None:
+def test_one_shot_is_pinned_and_an_unreachable_pair_is_named_unless_pinned() -> None:
     s = one_shot([(1, 0, 3, 2)])
     assert s.at(0, 123456).index == 0 and s.duty_cycle == 1.0 and slots(s).count == 1
+    # a pinned topology connects some racks directly; the others get no entry
+    assert {(e.tor, e.dst) for e in timeflow(s)} == {(0, 1), (1, 0), (2, 3), (3, 2)}
+    assert {(e.tor, e.dst, e.via) for e in timeflow(s, "vlb")} == {(0, 1, 1), (1, 0, 0), (2, 3, 3), (3, 2, 2)}
+    rotating = round_robin(4, slice_us=900, night_us=100)
+    broken = dataclasses.replace(rotating, circuits=(CircuitPlan(((1, 0, 3, 2),)),))
     with pytest.raises(ConfigError, match="no circuit ever connects rack 0 to rack 2"):
-        timeflow(s)
+        timeflow(broken)
 
 
 def test_circuit_switch_rules_cover_every_day_and_circuit() -> None:
@@ -142,7 +149,7 @@ def test_tor_rules_carry_the_time_flow_of_their_rack() -> None:
     grid = slots(s)
     rules = tor_schedule_rules(topo, s, "tor2", started_at_us=10_000, epoch_us=2_500)
     clock = [r for r in rules if r.is_default]
-    assert clock[0].params == {"offset_us": 7_500 % grid.cycle_us, "cycle_us": grid.cycle_us, "hold": 0}
+    assert clock[0].params == {"version": 0, "offset_us": 7_500 % grid.cycle_us, "cycle_us": grid.cycle_us, "hold": 0}
     flows = [r for r in rules if r.table == "TorIngress.timeflow"]
     assert len(flows) == 3 * grid.count * 2
     assert {r.params["port"] for r in flows} == {3}  # hosts on 1..2, the uplink on 3
