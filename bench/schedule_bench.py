@@ -29,10 +29,6 @@ def schedule_install(target: str) -> dict[str, float]:
             "switches": len(reports), "entries": sum(r.entries for r in reports)}
 
 
-if __name__ == "__main__":
-    print(schedule_install("python"))
-
-
 
 def usable_day(target: str, slice_us: int, seconds: float = 1.5) -> float:
     """The fraction of the packets rack 0 sends to rack 1 during their day that arrive

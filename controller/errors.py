@@ -15,6 +15,7 @@ __all__ = [
     "MlfabricError",
     "P4BuildError",
     "ReadinessTimeout",
+    "ReconfigurationError",
     "ToolchainMissing",
 ]
 
@@ -48,3 +49,7 @@ class EmulationError(MlfabricError):
 
 class ReadinessTimeout(MlfabricError):
     """Something did not become ready within its timeout (a switch, a host, a server)."""
+
+
+class ReconfigurationError(MlfabricError):
+    """A switch rejected its part of a reconfiguration; the message says what was rolled back."""

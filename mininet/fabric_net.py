@@ -65,7 +65,7 @@ class EmulatedFabric:
                  source_routing: bool = False, log_dir: Path | None = None, publish: bool = True,
                  install: bool = True, switch_args: tuple[str, ...] = (),
                  schedule: Schedule | None = None, routing: str = "direct",
-                 calendar_queues: bool = False) -> None:
+                 calendar_queues: bool = False, margin_us: int = 0) -> None:
         self.topo = require_valid(topo, topo.name)
         if calendar_queues and target != "python":
             raise EmulationError("calendar queues are a Python-target extension: on BMv2 a packet whose "
@@ -73,6 +73,8 @@ class EmulatedFabric:
         #: ToRs hold packets until their slot (the Python target's --calendar-queue)
         self.calendar_queues = calendar_queues
         self.routing = routing
+        #: ToRs send nothing in the first and the last margin_us of a day (latency and skew)
+        self.margin_us = margin_us
         if calendar_queues:
             switch_args = (*switch_args, "--calendar-queue", "release_us")
         #: an optical fabric's schedule, installed on its circuit switches after the rules
@@ -173,7 +175,8 @@ class EmulatedFabric:
             self.timings.rules_s = time.monotonic() - t0
             if self.schedule is not None:
                 self.schedule_epoch_us, self.clock_reports = install_schedule(
-                    self.live, self.schedule, routing=self.routing, hold=self.calendar_queues)
+                    self.live, self.schedule, routing=self.routing, hold=self.calendar_queues,
+                    margin_us=self.margin_us)
         if self.publish:  # last: a published fabric is a ready one
             dump_topology(self.live, current_fabric_path())
         return self

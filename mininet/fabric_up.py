@@ -40,6 +40,8 @@ def main(argv: list[str]) -> int:
                    help="optical fabrics: install this schedule on the circuit switches (else they stay dark)")
     p.add_argument("--routing", choices=("direct", "vlb"), default="direct",
                    help="optical fabrics: the ToRs' time-flow routing")
+    p.add_argument("--margin-us", type=int, default=0,
+                   help="optical fabrics: the ToRs send nothing in the first and last MARGIN us of a day")
     p.add_argument("--calendar-queues", action="store_true",
                    help="optical fabrics, Python target: ToRs hold a packet until its slot (an extension)")
     a = p.parse_args(argv)
@@ -48,7 +50,8 @@ def main(argv: list[str]) -> int:
         schedule = load_schedule(a.schedule) if a.schedule else None
         fabric = EmulatedFabric(topo, target=a.target, shape=not a.no_shaping, install=not a.no_rules,
                                 source_routing=a.source_routing, log_dir=a.logs, schedule=schedule,
-                                routing=a.routing, calendar_queues=a.calendar_queues)
+                                routing=a.routing, calendar_queues=a.calendar_queues,
+                                margin_us=a.margin_us)
     except MlfabricError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         return 2

@@ -193,13 +193,21 @@ def build_parser() -> argparse.ArgumentParser:
     fs.add_argument("--json", action="store_true")
     fs.set_defaults(func=_fabric_status)
 
-    from controller.cli import device_cmds, mirror_cmds, rules_cmds, schedule_cmds, topology_cmds
+    from controller.cli import (
+        device_cmds,
+        mirror_cmds,
+        reconfigure_cmds,
+        rules_cmds,
+        schedule_cmds,
+        topology_cmds,
+    )
 
     topology_cmds.register(sub)
     rules_cmds.register(sub)
     device_cmds.register(sub)
     mirror_cmds.register(sub)
     schedule_cmds.register(sub)
+    reconfigure_cmds.register(sub)
     return parser
 
 

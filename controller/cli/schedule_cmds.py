@@ -68,7 +68,46 @@ def _waits(s: Schedule, routing: str) -> dict[str, object]:
     return {"routing": routing, "mean wait us": round(statistics.fmean(waits), 1), "max wait us": max(waits)}
 
 
+def _show_live(args: argparse.Namespace) -> int:
+    """The running fabric's circuit switches, read back: version, cycle, days, where each is now."""
+    from controller.install import pipeline_schema
+    from controller.p4runtime.client import P4RuntimeClient
+    from controller.schedule.install import circuit_switches
+    from controller.schedule.readback import read_circuit_switch
+
+    topo = _live_topology(args)
+    views = []
+    for sw in circuit_switches(topo):
+        if not sw.grpc:
+            raise ConfigError(topo.name, f"switches.{sw.name}.grpc", None, "no gRPC address: is the fabric running?")
+        with P4RuntimeClient(sw.grpc, device_id=sw.device_id, election_id=0).connect() as c:
+            views.append(read_circuit_switch(sw.name, c, pipeline_schema(sw.program)[0]))
+    rows = []
+    for v in views:
+        for start, end, index in v.windows or [(0, 0, 0)]:
+            pairs = v.matchings.get(index, ())
+            rows.append({"switch": v.switch, "version": v.version,
+                         "cycle us": v.cycle_us or "pinned", "slice": index,
+                         "window us": f"{start}-{end}" if v.cycle_us else "-",
+                         "circuits": " ".join(f"{a}->{b}" for a, b in pairs) or "dark",
+                         "now": ("<- now, " + f"{v.left_us} us left") if v.cycle_us and v.now == index else ""})
+        if v.cycle_us and v.now is None:
+            rows.append({"switch": v.switch, "version": v.version, "cycle us": v.cycle_us, "slice": "night",
+                         "window us": "-", "circuits": "dark", "now": f"<- now, {v.left_us} us left"})
+    pending = [v.switch for v in views if v.pending_flip]
+    text = [f"{topo.name}: {len(views)} circuit switch(es), read back live", "", format_table(rows)]
+    if pending:
+        text.append(f"a reconfiguration is committed but not finished on: {', '.join(pending)}")
+    emit({"topology": topo.name, "circuit_switches": [
+        {"switch": v.switch, "version": v.version, "cycle_us": v.cycle_us, "windows": v.windows,
+         "matchings": {str(k): v2 for k, v2 in v.matchings.items()}, "now": v.now, "left_us": v.left_us,
+         "pending_flip": v.pending_flip} for v in views]}, as_json=args.json, text="\n".join(text))
+    return 0
+
+
 def _show(args: argparse.Namespace) -> int:
+    if args.file is None:
+        return _show_live(args)
     s = load_schedule(args.file)
     rows = []
     for c, plan in enumerate(s.circuits):
@@ -100,7 +139,8 @@ def _install(args: argparse.Namespace) -> int:
     from controller.schedule.install import install_schedule
 
     s = load_schedule(args.file)
-    epoch, reports = install_schedule(_live_topology(args), s, routing=args.routing, probes=args.probes)
+    epoch, reports = install_schedule(_live_topology(args), s, routing=args.routing, probes=args.probes,
+                                      hold=args.calendar_queues, margin_us=args.margin_us)
     rows = [{"switch": r.switch, "circuit": r.circuit if r.circuit >= 0 else "-", "offset us": r.offset_us,
              "skew bound us": round(r.skew_bound_us, 1), "entries": r.entries} for r in reports]
     emit({"schedule": s.name, "epoch_us": epoch, "switches": rows}, as_json=args.json,
@@ -145,6 +185,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--topology", type=Path, default=None, help="topology with gRPC addresses (default: the running one)")
     i.add_argument("--probes", type=int, default=16, help="clock probes per switch")
     i.add_argument("--routing", choices=ROUTINGS, default="direct", help="the ToRs' time-flow routing")
+    i.add_argument("--margin-us", type=int, default=0, help="the ToRs send nothing in the first and last MARGIN "
+                   "us of a day (latency and clock skew)")
+    i.add_argument("--calendar-queues", action="store_true",
+                   help="the ToRs hold what waits (Python target started with --calendar-queue release_us)")
     i.add_argument("--json", action="store_true")
     i.set_defaults(func=_install)
     t = ssub.add_parser("stop", help="every circuit switch dark: its slices and circuits deleted",
@@ -152,9 +196,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--topology", type=Path, default=None)
     t.add_argument("--json", action="store_true")
     t.set_defaults(func=_stop)
-    s = ssub.add_parser("show", help="slices, duty cycle, calendar-queue waits (direct and VLB)",
-                        epilog="example: mlfabric schedule show topologies/schedules/rr-4.yaml --at 25000")
-    s.add_argument("file", type=Path)
+    s = ssub.add_parser("show", help="a schedule file's slices, duty cycle and calendar-queue waits; "
+                                     "without a file, the running fabric's, read back from its circuit switches",
+                        epilog="examples: mlfabric schedule show topologies/schedules/round-robin-4.yaml --at 25000\n"
+                               "          mlfabric schedule show            # the running fabric, live",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("file", type=Path, nargs="?", default=None)
+    s.add_argument("--topology", type=Path, default=None, help="live: topology with gRPC addresses "
+                   "(default: the running one)")
     s.add_argument("--at", type=int, default=None, help="also say where each circuit is at this time (us)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=_show)

@@ -404,6 +404,16 @@ class P4RuntimeClient:
         ent.table_entry.table_id = table_id
         return [e.table_entry for e in self.read([ent])]
 
+    def read_default_entry(self, table_id: int) -> p4runtime_pb2.TableEntry:
+        """The default entry (the action a miss runs) of one table."""
+        ent = p4runtime_pb2.Entity()
+        ent.table_entry.table_id = table_id
+        ent.table_entry.is_default_action = True
+        found = [e.table_entry for e in self.read([ent])]
+        if not found:
+            raise MlfabricError(f"{self.address}: table {table_id} returned no default entry")
+        return found[0]
+
     def read_counter(self, counter_id: int, index: int | None = None) -> list[p4runtime_pb2.CounterEntry]:
         ent = p4runtime_pb2.Entity()
         ent.counter_entry.counter_id = counter_id
