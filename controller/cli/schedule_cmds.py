@@ -32,9 +32,15 @@ def _gen(args: argparse.Namespace) -> int:
     elif args.kind == "opera":
         s = opera(args.racks, uplinks=args.uplinks, slice_us=args.slice_us, night_us=args.night_us)
     else:
-        if not 1 <= args.day < args.racks:
-            raise ConfigError("<schedule gen>", "--day", args.day, f"must be in 1..{args.racks - 1}")
-        s = one_shot([strobe_matching(args.racks, args.day - 1)])
+        try:
+            days = [int(d) for d in args.days.split(",")]
+        except ValueError:
+            raise ConfigError("<schedule gen>", "--days", args.days, "a comma-separated list of days") from None
+        bad = [d for d in days if not 1 <= d < args.racks]
+        if bad:
+            raise ConfigError("<schedule gen>", "--days", args.days, f"days are 1..{args.racks - 1}")
+        s = one_shot([strobe_matching(args.racks, d - 1) for d in days],
+                     name=f"one-shot-{args.racks}-days-{'-'.join(map(str, days))}")
     if args.output:
         try:
             dump_schedule(s, args.output)
@@ -163,14 +169,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = ssub.add_parser("gen", help="write a schedule: round-robin (strobe), opera or one-shot",
                         epilog="examples: mlfabric schedule gen round-robin --racks 4 --slice-us 10000 "
                                "--night-us 1000 -o topologies/schedules/rr-4.yaml\n"
-                               "          mlfabric schedule gen opera --racks 8 --uplinks 2",
+                               "          mlfabric schedule gen opera --racks 8 --uplinks 2\n"
+                               "          mlfabric schedule gen one-shot --racks 4 --days 1,2,3",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     g.add_argument("kind", choices=("round-robin", "opera", "one-shot"))
     g.add_argument("--racks", type=int, required=True, help="ToRs in the fabric")
     g.add_argument("--slice-us", type=int, default=10_000, help="a day: how long a matching holds")
     g.add_argument("--night-us", type=int, default=1_000, help="reconfiguration gap after each day")
     g.add_argument("--uplinks", type=int, default=2, help="opera: circuit switches (ToR uplinks)")
-    g.add_argument("--day", type=int, default=1, help="one-shot: pin this strobe day (1..racks-1)")
+    g.add_argument("--days", default="1", help="one-shot: the strobe day (1..racks-1) each circuit switch pins, "
+                   "comma-separated (a topology: circuit switch k connects rack j to rack j + day_k)")
     g.add_argument("-o", "--output", type=Path, default=None, help="file to write (default: print YAML)")
     g.add_argument("--json", action="store_true")
     g.set_defaults(func=_gen)

@@ -53,5 +53,5 @@ def optical(racks: int, hosts: int = 1, *, uplinks: int = 1, rate_mbps: float | 
             links.append(Link(Endpoint(f"tor{r}", hosts + 1 + u), Endpoint(f"ocs{u}", r + 1), rate_mbps))
     params: dict[str, object] = {"racks": racks, "hosts_per_rack": hosts, "uplinks": uplinks,
                                  "rate_mbps": rate_mbps}
-    return Topology(name or f"optical-{racks}x{hosts}", "optical", tuple(host_list), tuple(switches),
+    return Topology(name or f"optical-{racks}x{hosts}" + (f"x{uplinks}" if uplinks > 1 else ""), "optical", tuple(host_list), tuple(switches),
                     tuple(links), params)

@@ -178,5 +178,5 @@ def test_the_cli_reads_the_fabric_back_reconfigures_it_and_names_bad_input(targe
     assert {v["version"] for v in after["circuit_switches"]} == {1}
     assert "0->2 1->3 2->0 3->1" in text.stdout and "pinned" in text.stdout
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1
-    assert "racks: the fabric 'optical-4x1' has 4 racks (got 5)" in refused.stderr
+    assert "racks: the fabric 'optical-4x1x3' has 4 racks (got 5)" in refused.stderr
     assert matchings(still) == matchings(after), "a refused reconfiguration changes nothing"
