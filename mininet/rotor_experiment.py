@@ -26,7 +26,7 @@ from typing import Any
 
 from fabric_net import EmulatedFabric
 
-from controller.errors import MlfabricError
+from controller.errors import ConfigError, MlfabricError
 from controller.experiments.results import (
     interrupt_on_signals,
     new_results_dir,
@@ -194,7 +194,8 @@ def _write(cfg: RotorConfig, out: Path, points: list[Point], runs: list[dict[str
     return text
 
 
-def parse_config(argv: list[str]) -> tuple[RotorConfig, Path | None]:
+def parse_config(argv: list[str]) -> tuple[RotorConfig, Path | None, bool]:
+    """The configuration, the results folder and whether only to rewrite its report."""
     p = argparse.ArgumentParser(prog="mlfabric experiment run rotor", description=__doc__.split("\n")[0])
     p.add_argument("--target", choices=("python", "bmv2"), default="python")
     p.add_argument("--racks", type=int, default=4, help="racks (ToRs), >= 4")
@@ -211,8 +212,12 @@ def parse_config(argv: list[str]) -> tuple[RotorConfig, Path | None]:
     p.add_argument("--allreduce-kb", type=int, default=128)
     p.add_argument("--allreduce-iterations", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="one repetition of a small plan (for tests)")
+    p.add_argument("--report-only", type=Path, default=None, metavar="DIR",
+                   help="no emulation: rewrite DIR's table and plots from its results.json")
     p.add_argument("--out", type=Path, default=None, help="results folder (default: results/rotor-<time>)")
     a = p.parse_args(argv)
+    if a.report_only is not None:
+        return _stored_config(a.report_only / "results.json").validate(), a.report_only, True
     nights = a.nights_ms if a.nights_ms is not None else (8.0, 16.0, 32.0)
     if a.duty_cycles is not None:
         nights = tuple(round(a.reference_slice_ms * (1 / d - 1), 3) for d in a.duty_cycles if 0 < d <= 1)
@@ -225,7 +230,16 @@ def parse_config(argv: list[str]) -> tuple[RotorConfig, Path | None]:
         cfg = dataclasses.replace(cfg, repetitions=1, slices_ms=(cfg.reference_slice_ms,), nights_ms=(16.0,),
                                   patterns=("hot-pair",), levels=(0.2, 1.0), level_seconds=0.8, probe_seconds=1.0,
                                   allreduce_bytes=32 * 1024, allreduce_iterations=1)
-    return cfg.validate(), a.out
+    return cfg.validate(), a.out, False
+
+
+def _stored_config(path: Path) -> RotorConfig:
+    """The configuration a results.json was written with."""
+    try:
+        data = json.loads(path.read_text())["config"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise ConfigError(str(path), "config", None, f"not a rotor results file: {exc}") from exc
+    return RotorConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -237,12 +251,16 @@ def _floats(text: str) -> tuple[float, ...]:
 
 def main(argv: list[str]) -> int:
     try:
-        cfg, out_arg = parse_config(argv)
+        cfg, out_arg, report_only = parse_config(argv)
     except MlfabricError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         return 2
     points = plan(cfg)
     ref = next(p for p in points if p.sweep == "patterns")
+    if report_only and out_arg is not None:
+        stored = json.loads((out_arg / "results.json").read_text())
+        print(_write(cfg, out_arg, points, stored["runs"], stored["allreduce"], ref, stored.get("interrupted")))
+        return 0
     shapes = list(dict.fromkeys(p.shape for p in points))
     out = out_arg or new_results_dir("rotor")
     out.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from controller.experiments.rotor import (
-    WIRE_OVERHEAD,
     LightLoad,
     Point,
     RotorConfig,
@@ -40,7 +39,6 @@ __all__ = [
     "expectations",
     "mean_sd",
     "on_path",
-    "serialization_ms",
     "summarize_allreduce",
 ]
 
@@ -140,37 +138,25 @@ def _light(point: Point, racks: int) -> list[LightLoad]:
     return [light_load(schedule, point.routing, point.calendar, s, d) for s, d in pattern_pairs(point.pattern, racks)]
 
 
-def serialization_ms(cfg: RotorConfig, circuits: float) -> float:
-    """The time a probe datagram spends being sent, link by link: the Python target paces
-    its ToR uplinks, circuit-switch ports and ToR downlinks (2 per circuit + 1); with BMv2
-    every link is shaped, the host's too (2 per circuit + 2).
-
-    >>> round(serialization_ms(RotorConfig(), 1.0), 2)
-    9.94
-    """
-    frame_ms = (cfg.payload_bytes + WIRE_OVERHEAD) * 8 / (cfg.rate_mbps * 1e3)
-    return frame_ms * (2 * circuits + (1 if cfg.target == "python" else 2))
-
-
 def expectations(point: Point, cfg: RotorConfig) -> dict[str, Any]:
     """What ``point`` should give with ideal calendar queues (or none): the throughput at
-    each level, the most, the light-load delivered fraction, and one-way delay percentiles
-    (ms): the schedule's wait plus the datagram's serialization on every link."""
+    each level, the most, the light-load delivered fraction, and the one-way delay
+    percentiles (ms) of the schedule's wait alone: the switches' own latency (about a
+    millisecond over three software switches) and the spacing of packets released together
+    at the link rate come on top."""
     schedule = schedule_of(point, cfg.racks)
     cap = capacity(point.pattern, point.routing, point.calendar, schedule)
     light = _light(point, cfg.racks)
     delays = sorted(d / 1000 for ll in light for d in ll.delays_us)
-    hops = statistics.fmean(ll.circuit_hops for ll in light if not math.isnan(ll.circuit_hops))
-    wire = serialization_ms(cfg, hops)
+    hops = [ll.circuit_hops for ll in light if not math.isnan(ll.circuit_hops)]
     return {
         "capacity": cap,
         "per_level": [expected_delivered(lv, cap, point.calendar) for lv in cfg.levels],
         "throughput": max(expected_delivered(lv, cap, point.calendar) for lv in cfg.levels),
         "probe_delivered": statistics.fmean(ll.delivered for ll in light),
-        "wait_p50_ms": _percentile(delays, 50), "wait_p99_ms": _percentile(delays, 99),
-        "serialization_ms": wire,
-        "delay_p50_ms": _percentile(delays, 50) + wire, "delay_p90_ms": _percentile(delays, 90) + wire,
-        "delay_p99_ms": _percentile(delays, 99) + wire,
+        "circuit_hops": statistics.fmean(hops) if hops else math.nan,
+        "delay_p50_ms": _percentile(delays, 50), "delay_p90_ms": _percentile(delays, 90),
+        "delay_p99_ms": _percentile(delays, 99),
         "mean_wait_ms": statistics.fmean(delays) if delays else math.nan,
     }
 

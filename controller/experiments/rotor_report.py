@@ -108,7 +108,8 @@ def report(cfg: RotorConfig, rows: Sequence[Mapping[str, Any]], allreduce: Seque
         lines.append(f"INTERRUPTED: {interrupted}")
     lines += [
         "throughput: most delivered on the routing's own paths, fraction of a source's link rate (mean ± sd);",
-        "light delivered / delay: the lightest level; one-way delays, expected = the schedule's wait + serialization;",
+        "light delivered / delay: the lightest level; one-way delays (expected: the schedule's wait alone, the"
+        " switches' latency and the link-rate spacing of a released burst come on top);",
         "detours: share of top-level deliveries that crossed more circuits than the routing uses.", "",
         main_table(rows), "",
     ]
