@@ -229,7 +229,7 @@ def parse_config(argv: list[str]) -> tuple[RotorConfig, Path | None, bool]:
     if a.quick:
         cfg = dataclasses.replace(cfg, repetitions=1, slices_ms=(cfg.reference_slice_ms,), nights_ms=(16.0,),
                                   patterns=("hot-pair",), levels=(0.2, 1.0), level_seconds=0.8, probe_seconds=1.0,
-                                  allreduce_bytes=32 * 1024, allreduce_iterations=1)
+                                  allreduce_bytes=32 * 1024, allreduce_iterations=1, worker_timeout_s=8.0)
     return cfg.validate(), a.out, False
 
 

@@ -185,11 +185,21 @@ def aggregate(points: Sequence[Point], runs: Sequence[Mapping[str, Any]], cfg: R
     return out
 
 
-def allreduce_expectation(cfg: RotorConfig, point: Point) -> dict[str, float]:
+def _both_ways(point: Point, racks: int) -> bool:
+    """Is there a slice in which every ring neighbour pair is connected both ways (what a
+    TCP handshake needs when nothing waits for its circuit)?"""
+    schedule = schedule_of(point, racks)
+    return all({i for _, i in schedule.connected(r, (r + 1) % racks)} & {i for _, i in schedule.connected((r + 1) % racks, r)}
+               for r in range(racks))
+
+
+def allreduce_expectation(cfg: RotorConfig, point: Point) -> dict[str, Any]:
     """Ring all-reduce over one host per rack: every rank sends to the next rack, a
     permutation, so each ring link gets the permutation's capacity. The estimate is the
     bandwidth term at that rate (TCP payload per frame counted) plus, per ring step, the
-    mean light-load wait for the step's circuit."""
+    mean light-load wait for the step's circuit. Without calendar queues TCP needs both
+    directions of a ring link up at once; on the strobe they never are, so there is no
+    estimate (``nan``) and a note says why."""
     schedule = schedule_of(point, cfg.racks)
     cap = capacity("permutation", point.routing, point.calendar, schedule)
     rate = cfg.rate_mbps * 1e6 / 8 * TCP_EFFICIENCY * cap
@@ -197,7 +207,12 @@ def allreduce_expectation(cfg: RotorConfig, point: Point) -> dict[str, float]:
     ring = dataclasses.replace(point, pattern="permutation")
     wait = statistics.fmean(d for ll in _light(ring, cfg.racks) for d in ll.delays_us) / 1e6
     bandwidth = ring_allreduce_time(cfg.allreduce_bytes, cfg.racks, rate)
-    return {"capacity": cap, "bandwidth_s": bandwidth, "wait_s": steps * wait, "estimate_s": bandwidth + steps * wait}
+    out: dict[str, Any] = {"capacity": cap, "bandwidth_s": bandwidth, "wait_s": steps * wait,
+                           "estimate_s": bandwidth + steps * wait, "note": ""}
+    if point.calendar == "drop" and not _both_ways(point, cfg.racks):
+        out["estimate_s"] = math.nan
+        out["note"] = "no slice connects ring neighbours both ways: without calendar queues TCP cannot even connect"
+    return out
 
 
 def summarize_allreduce(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

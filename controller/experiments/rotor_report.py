@@ -49,7 +49,7 @@ def main_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return format_table(lines)
 
 
-def allreduce_table(summary: Sequence[Mapping[str, Any]], expected: Mapping[str, Mapping[str, float]]) -> str:
+def allreduce_table(summary: Sequence[Mapping[str, Any]], expected: Mapping[str, Mapping[str, Any]]) -> str:
     lines = []
     for s in summary:
         e = expected.get(s["routing"], {})
@@ -58,7 +58,8 @@ def allreduce_table(summary: Sequence[Mapping[str, Any]], expected: Mapping[str,
                       "min..max s": f"{_f(s['min_s'])}..{_f(s['max_s'])}", "ok/failed": f"{s['ok']}/{s['failed']}",
                       "estimate s": _f(est), "bandwidth + waits s": f"{_f(e.get('bandwidth_s', math.nan))} + "
                                                                     f"{_f(e.get('wait_s', math.nan))}",
-                      "measured / estimate": _f(s["mean_s"] / est if est and not math.isnan(est) else math.nan)})
+                      "measured / estimate": _f(s["mean_s"] / est if est and not math.isnan(est) else math.nan),
+                      "note": e.get("note", "")})
     return format_table(lines)
 
 
@@ -98,7 +99,7 @@ def reference_table() -> str:
 
 
 def report(cfg: RotorConfig, rows: Sequence[Mapping[str, Any]], allreduce: Sequence[Mapping[str, Any]],
-           allreduce_expected: Mapping[str, Mapping[str, float]], *, interrupted: str | None = None) -> str:
+           allreduce_expected: Mapping[str, Mapping[str, Any]], *, interrupted: str | None = None) -> str:
     """The whole table.txt."""
     head = (f"Rotor experiment: round-robin fabric of {cfg.racks} racks, one circuit switch, {cfg.target} target, "
             f"{cfg.rate_mbps:g} Mb/s links, {cfg.repetitions} repetitions; offered load per source "

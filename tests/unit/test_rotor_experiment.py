@@ -228,6 +228,9 @@ def test_allreduce_expectation_and_summary() -> None:
     assert vlb["capacity"] > direct["capacity"]  # the ring is a permutation
     assert direct["estimate_s"] == pytest.approx(direct["bandwidth_s"] + direct["wait_s"])
     assert direct["bandwidth_s"] > vlb["bandwidth_s"] > 0
+    assert direct["note"] == ""
+    drop = allreduce_expectation(cfg, _point(calendar="drop"))
+    assert math.isnan(drop["estimate_s"]) and "cannot even connect" in drop["note"]
     summary = summarize_allreduce([{"routing": "direct", "ok": True, "seconds": 2.0},
                                    {"routing": "direct", "ok": False, "seconds": float("nan")}])
     assert summary[0]["ok"] == 1 and summary[0]["failed"] == 1 and summary[0]["mean_s"] == 2.0
