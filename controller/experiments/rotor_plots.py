@@ -24,6 +24,11 @@ def _pyplot():
     return plt
 
 
+def _legend(ax, **kw: Any) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kw)
+
+
 def _sweep(ax, rows: Sequence[Mapping[str, Any]], x_key: str, xlabel: str) -> None:
     """Hot-pair throughput against ``x_key`` for each routing/ToR, expectation dashed."""
     for (routing, calendar), (colour, marker, label) in _STYLE.items():
@@ -67,14 +72,14 @@ def plot_rotor(rows: Sequence[Mapping[str, Any]], path: Path, *, title: str) -> 
     if ref:
         ax.set_title(f"patterns at {ref[0]['slice_ms']:g} ms slices + {ref[0]['night_ms']:g} ms nights "
                      "(black: expected)", fontsize=10)
-    ax.legend(fontsize=8)
+    _legend(ax, fontsize=8)
     ax.grid(alpha=0.3, axis="y")
 
     duty = [r for r in rows if r["sweep"] in ("duty", "patterns")
             and r["slice_ms"] == (ref[0]["slice_ms"] if ref else r["slice_ms"])]
     _sweep(axes[0][1], duty, "duty", "duty cycle (slice / (slice + night))")
     axes[0][1].set_title("duty-cycle sweep (dashed: expected)", fontsize=10)
-    axes[0][1].legend(fontsize=8)
+    _legend(axes[0][1], fontsize=8)
     slices = [r for r in rows if r["sweep"] in ("slice", "patterns")
               and abs(r["night_ms"] / r["slice_ms"] - (ref[0]["night_ms"] / ref[0]["slice_ms"] if ref else 0)) < 1e-6]
     _sweep(axes[1][0], slices, "slice_ms", "slice duration (ms), nights a fixed fraction")
@@ -97,7 +102,7 @@ def plot_rotor(rows: Sequence[Mapping[str, Any]], path: Path, *, title: str) -> 
     ax.set_xlabel("cycle (ms) = (racks - 1) x (slice + night), 4 racks")
     ax.set_ylabel("one-way delay at light load (ms)")
     ax.set_title("calendar-queue delay, hot pair (grey: the schedule's wait)", fontsize=10)
-    ax.legend(fontsize=7)
+    _legend(ax, fontsize=7)
     ax.grid(alpha=0.3)
     fig.suptitle(title)
     fig.tight_layout()
@@ -127,7 +132,7 @@ def plot_load(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
         ax.set_xlim(0, 1.05)
         ax.set_ylim(0, 1.05)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        _legend(ax, fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
