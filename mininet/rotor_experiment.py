@@ -204,7 +204,7 @@ def parse_config(argv: list[str]) -> tuple[RotorConfig, Path | None, bool]:
     p.add_argument("--slices-ms", type=_floats, default=(16.0, 32.0, 64.0), help="slice sweep, e.g. 16,32,64")
     p.add_argument("--reference-slice-ms", type=float, default=32.0)
     p.add_argument("--nights-ms", type=_floats, default=None, help="duty-cycle sweep: nights at the reference slice")
-    p.add_argument("--duty-cycles", type=_floats, default=None, help="or the duty cycles themselves, e.g. 0.8,0.5")
+    p.add_argument("--duty-cycles", type=_floats, default=None, help="or the duty cycles themselves, e.g. 0.8,0.67,0.5 (nights rounded to 0.1 ms)")
     p.add_argument("--patterns", default="hot-pair,permutation,all-to-all")
     p.add_argument("--levels", type=_floats, default=(0.1, 0.25, 0.5, 0.75, 1.0),
                    help="offered load per source, fractions of the link rate (the first is the delay probe)")
@@ -220,7 +220,8 @@ def parse_config(argv: list[str]) -> tuple[RotorConfig, Path | None, bool]:
         return _stored_config(a.report_only / "results.json").validate(), a.report_only, True
     nights = a.nights_ms if a.nights_ms is not None else (8.0, 16.0, 32.0)
     if a.duty_cycles is not None:
-        nights = tuple(round(a.reference_slice_ms * (1 / d - 1), 3) for d in a.duty_cycles if 0 < d <= 1)
+        # nights rounded to 0.1 ms, so that the schedule's slot grid stays coarse enough to install
+        nights = tuple(round(a.reference_slice_ms * (1 / d - 1), 1) for d in a.duty_cycles if 0 < d <= 1)
     cfg = RotorConfig(target=a.target, racks=a.racks, repetitions=a.repetitions, rate_mbps=a.rate_mbps,
                       slices_ms=a.slices_ms, reference_slice_ms=a.reference_slice_ms, nights_ms=nights,
                       patterns=tuple(x for x in a.patterns.split(",") if x), levels=a.levels,
