@@ -1,0 +1,310 @@
+"""``mlfabric experiment run rotor``: a round-robin optical fabric under bulk traffic and a
+ring all-reduce, one results folder.
+
+For each schedule shape of the plan (slice and night, controller.experiments.rotor.plan)
+and each repetition: build the fabric (EmulatedFabric: ToRs on tor_switch, one circuit
+switch), then per point install the round-robin schedule on one epoch with the point's
+routing and ToR behaviour (calendar queues hold, or drop as stock BMv2 does) and run a
+staircase of constant-rate UDP loads (workloads.paced_udp) on the point's pattern. Then, on
+the reference shape, ring all-reduce over real TCP (workloads' workers, one host per rack)
+with each routing. Results: results.json, runs.csv, table.txt, rotor.png, rotor-load.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from fabric_net import EmulatedFabric
+
+from controller.errors import ConfigError, MlfabricError
+from controller.experiments.results import (
+    interrupt_on_signals,
+    new_results_dir,
+    write_csv,
+    write_json,
+)
+from controller.experiments.rotor import (
+    ROUTINGS,
+    Point,
+    RotorConfig,
+    pattern_pairs,
+    plan,
+    schedule_of,
+)
+from controller.experiments.rotor_analysis import (
+    aggregate,
+    allreduce_expectation,
+    analyze_run,
+    summarize_allreduce,
+)
+from controller.experiments.rotor_report import report
+from controller.schedule.install import install_schedule
+from controller.topology import optical
+from workloads.driver import WorkerGroup
+from workloads.errors import WorkloadError
+from workloads.plan import Rank
+
+__all__ = ["main"]
+
+
+def _say(msg: str) -> None:
+    print(f"[rotor] {msg}", flush=True)
+
+
+def _ip(rack: int) -> str:
+    return f"10.200.{rack}.1"
+
+
+def _fabric(cfg: RotorConfig, slice_us: int) -> EmulatedFabric:
+    """The Python target paces its data ports at the link rate itself and keeps one slot's
+    worth of packets per egress queue (so a slot's overflow is dropped rather than carried
+    far into the next days); the CPU port stays unpaced, so that clock probes see no queue.
+    BMv2 has no such flags: its links are shaped with htb."""
+    topo = optical(cfg.racks, 1, uplinks=1, rate_mbps=cfg.rate_mbps)
+    if cfg.target == "python":
+        depth = math.ceil(slice_us / 1e6 * cfg.line_pps) + 2
+        paced = [arg for port in range(1, cfg.racks + 1) for arg in ("--queue-rate-port", f"{port}:{cfg.line_pps:.2f}")]
+        return EmulatedFabric(topo, target="python", shape=False, publish=False, calendar_queues=True,
+                              switch_args=(*paced, "--queue-depth", str(depth)))
+    return EmulatedFabric(topo, target=cfg.target, publish=False)
+
+
+def _reap(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def run_point(fab: EmulatedFabric, cfg: RotorConfig, point: Point) -> dict[str, Any]:
+    """Install the point's schedule and run its staircase; the analysed run."""
+    assert fab.live is not None
+    schedule = schedule_of(point, cfg.racks)
+    _, clocks = install_schedule(fab.live, schedule, routing=point.routing, hold=point.calendar == "hold")
+    pairs = pattern_pairs(point.pattern, cfg.racks)
+    sources = sorted({s for s, _ in pairs})
+    dests = sorted({d for _, d in pairs})
+    seconds = [cfg.probe_seconds] + [cfg.level_seconds] * (len(cfg.levels) - 1)
+    levels = ",".join(f"{lv * cfg.line_pps:.3f}:{s}" for lv, s in zip(cfg.levels, seconds, strict=True))
+    idle = schedule.cycle_us / 1e6 + 0.5  # a held packet may wait a whole cycle
+    procs: list[subprocess.Popen] = []
+    try:
+        recvs = {d: fab.host(f"h{d}_0").popen(
+            [sys.executable, "-m", "workloads.paced_udp", "recv", _ip(d), "--seconds", f"{sum(seconds) + 0.5:.2f}",
+             "--idle", f"{idle:.2f}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for d in dests}
+        procs += recvs.values()
+        time.sleep(0.3)  # receivers bind before the first datagram
+        sends = {s: fab.host(f"h{s}_0").popen(
+            [sys.executable, "-m", "workloads.paced_udp", "send", str(s),
+             ",".join(_ip(d) for s2, d in pairs if s2 == s), "--levels", levels, "--size", str(cfg.payload_bytes)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for s in sources}
+        procs += sends.values()
+        sent: dict[int, list[int]] = {}
+        for s, p in sends.items():
+            out, err = p.communicate(timeout=sum(seconds) + 30)
+            if p.returncode:
+                raise MlfabricError(f"sender on rack {s} failed: {err.strip()[-300:]}")
+            sent[s] = json.loads(out)["sent"]
+        rows: list[list[float]] = []
+        for d, p in recvs.items():
+            out, err = p.communicate(timeout=sum(seconds) + idle + 30)
+            if p.returncode:
+                raise MlfabricError(f"receiver on rack {d} failed: {err.strip()[-300:]}")
+            rows += json.loads(out)["rows"]
+    finally:
+        _reap(procs)
+    result = analyze_run(point, cfg.levels, sent, rows)
+    result["worst_skew_us"] = max(c.skew_bound_us for c in clocks)
+    return result
+
+
+def run_allreduce(fab: EmulatedFabric, cfg: RotorConfig, point: Point, workdir: Path) -> list[dict[str, Any]]:
+    """Ring all-reduce, one rank per rack, ``allreduce_iterations`` times on ``point``'s
+    schedule and routing; a row per iteration."""
+    assert fab.live is not None
+    install_schedule(fab.live, schedule_of(point, cfg.racks), routing=point.routing, hold=point.calendar == "hold")
+    ranks = [Rank(rank=r, server=r, rail=0, ip=_ip(r)) for r in range(cfg.racks)]
+    config = {"ranks": [dataclasses.asdict(r) for r in ranks], "servers": cfg.racks, "rails": 1, "port": 7000,
+              "timeout_s": cfg.worker_timeout_s, "start_timeout_s": cfg.worker_timeout_s, "mesh": "full"}
+    path = workdir / f"workers-{point.routing}.json"
+    path.write_text(json.dumps(config))
+
+    def popen(rank: Rank, argv: list[str]) -> subprocess.Popen:
+        return fab.host(f"h{rank.server}_0").popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                   stderr=subprocess.PIPE)
+
+    rows: list[dict[str, Any]] = []
+    base = {"routing": point.routing, "calendar": point.calendar, "bytes": cfg.allreduce_bytes}
+    try:
+        with WorkerGroup(popen, path, ranks, python=sys.executable) as group:
+            for it in range(cfg.allreduce_iterations):
+                results = group.run({"op": "allreduce", "bytes": cfg.allreduce_bytes, "iter": it},
+                                    timeout=cfg.worker_timeout_s * 3)
+                ok = bool(results) and all(r.get("ok") for r in results)
+                errors = sorted({str(r["error"]) for r in results if r.get("error")})
+                rows.append({**base, "iter": it, "ok": ok, "error": "; ".join(errors)[:200],
+                             "seconds": max((float(r.get("seconds") or 0.0) for r in results), default=math.nan)})
+                _say(f"all-reduce {point.routing}/{point.calendar} iter {it}: "
+                     + (f"{rows[-1]['seconds']:.2f} s" if ok else f"FAILED ({rows[-1]['error'][:80]})"))
+                if not ok:
+                    break
+    except WorkloadError as exc:  # the mesh could not even connect (circuits never up for a SYN)
+        rows.append({**base, "iter": len(rows), "ok": False, "error": str(exc)[:200], "seconds": math.nan})
+        _say(f"all-reduce {point.routing}/{point.calendar}: FAILED ({str(exc)[:100]})")
+    return rows
+
+
+def _csv_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for r in runs:
+        for i, lv in enumerate(r["levels"]):
+            out.append({"point": r["point"], "rep": r["rep"], "offered": lv, "sent": r["sent"][i],
+                        "on_path": r["on_path"][i], "detour": r["detour"][i], "throughput": r["throughput"],
+                        "probe_delivered": r["probe_delivered"], "delay_p50_ms": r["delay_p50_ms"],
+                        "delay_p99_ms": r["delay_p99_ms"], "worst_skew_us": r["worst_skew_us"]})
+    return out
+
+
+def _write(cfg: RotorConfig, out: Path, points: list[Point], runs: list[dict[str, Any]],
+           allreduce: list[dict[str, Any]], ref: Point, interrupted: str | None) -> str:
+    from controller.experiments.rotor_plots import plot_load, plot_rotor
+
+    rows = aggregate(points, runs, cfg)
+    summary = summarize_allreduce(allreduce)
+    expected = {p.routing: allreduce_expectation(cfg, p) for p in (dataclasses.replace(ref, routing=r) for r in ROUTINGS)}
+    text = report(cfg, rows, summary, expected, interrupted=interrupted)
+    (out / "table.txt").write_text(text + "\n")
+    write_csv(out / "runs.csv", _csv_rows(runs))
+    write_json(out / "results.json", {"config": dataclasses.asdict(cfg), "interrupted": interrupted,
+                                      "points": rows, "runs": runs, "allreduce": allreduce,
+                                      "allreduce_summary": summary, "allreduce_expected": expected})
+    if rows:
+        plot_rotor(rows, out / "rotor.png", title=f"round-robin fabric, {cfg.racks} racks, {cfg.target} target")
+        plot_load(rows, out / "rotor-load.png")
+    return text
+
+
+def parse_config(argv: list[str]) -> tuple[RotorConfig, Path | None, bool]:
+    """The configuration, the results folder and whether only to rewrite its report."""
+    p = argparse.ArgumentParser(prog="mlfabric experiment run rotor", description=__doc__.split("\n")[0])
+    p.add_argument("--target", choices=("python", "bmv2"), default="python")
+    p.add_argument("--racks", type=int, default=4, help="racks (ToRs), >= 4")
+    p.add_argument("--repetitions", type=int, default=3)
+    p.add_argument("--seconds", type=float, default=1.0, help="seconds per offered-load level")
+    p.add_argument("--slices-ms", type=_floats, default=(16.0, 32.0, 64.0), help="slice sweep, e.g. 16,32,64")
+    p.add_argument("--reference-slice-ms", type=float, default=32.0)
+    p.add_argument("--nights-ms", type=_floats, default=None, help="duty-cycle sweep: nights at the reference slice")
+    p.add_argument("--duty-cycles", type=_floats, default=None, help="or the duty cycles themselves, e.g. 0.8,0.67,0.5 (nights rounded to 0.1 ms)")
+    p.add_argument("--patterns", default="hot-pair,permutation,all-to-all")
+    p.add_argument("--levels", type=_floats, default=(0.1, 0.25, 0.5, 0.75, 1.0),
+                   help="offered load per source, fractions of the link rate (the first is the delay probe)")
+    p.add_argument("--rate-mbps", type=float, default=3.0)
+    p.add_argument("--allreduce-kb", type=int, default=128)
+    p.add_argument("--allreduce-iterations", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="one repetition of a small plan (for tests)")
+    p.add_argument("--report-only", type=Path, default=None, metavar="DIR",
+                   help="no emulation: rewrite DIR's table and plots from its results.json")
+    p.add_argument("--out", type=Path, default=None, help="results folder (default: results/rotor-<time>)")
+    a = p.parse_args(argv)
+    if a.report_only is not None:
+        return _stored_config(a.report_only / "results.json").validate(), a.report_only, True
+    nights = a.nights_ms if a.nights_ms is not None else (8.0, 16.0, 32.0)
+    if a.duty_cycles is not None:
+        # nights rounded to 0.1 ms, so that the schedule's slot grid stays coarse enough to install
+        nights = tuple(round(a.reference_slice_ms * (1 / d - 1), 1) for d in a.duty_cycles if 0 < d <= 1)
+    cfg = RotorConfig(target=a.target, racks=a.racks, repetitions=a.repetitions, rate_mbps=a.rate_mbps,
+                      slices_ms=a.slices_ms, reference_slice_ms=a.reference_slice_ms, nights_ms=nights,
+                      patterns=tuple(x for x in a.patterns.split(",") if x), levels=a.levels,
+                      level_seconds=a.seconds, probe_seconds=1.5 * a.seconds, allreduce_bytes=a.allreduce_kb * 1024,
+                      allreduce_iterations=a.allreduce_iterations)
+    if a.quick:
+        cfg = dataclasses.replace(cfg, repetitions=1, slices_ms=(cfg.reference_slice_ms,), nights_ms=(16.0,),
+                                  patterns=("hot-pair",), levels=(0.2, 1.0), level_seconds=0.8, probe_seconds=1.0,
+                                  allreduce_bytes=32 * 1024, allreduce_iterations=1, worker_timeout_s=8.0)
+    return cfg.validate(), a.out, False
+
+
+def _stored_config(path: Path) -> RotorConfig:
+    """The configuration a results.json was written with."""
+    try:
+        data = json.loads(path.read_text())["config"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise ConfigError(str(path), "config", None, f"not a rotor results file: {exc}") from exc
+    return RotorConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in text.split(",") if x)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"a comma-separated list of numbers, got {text!r}") from exc
+
+
+def main(argv: list[str]) -> int:
+    try:
+        cfg, out_arg, report_only = parse_config(argv)
+    except MlfabricError as exc:
+        print(f"mlfabric: error: {exc}", file=sys.stderr)
+        return 2
+    points = plan(cfg)
+    ref = next(p for p in points if p.sweep == "patterns")
+    if report_only and out_arg is not None:
+        stored = json.loads((out_arg / "results.json").read_text())
+        print(_write(cfg, out_arg, points, stored["runs"], stored["allreduce"], ref, stored.get("interrupted")))
+        return 0
+    shapes = list(dict.fromkeys(p.shape for p in points))
+    out = out_arg or new_results_dir("rotor")
+    out.mkdir(parents=True, exist_ok=True)
+    _say(f"results folder: {out}")
+    _say(f"{len(points)} points on {len(shapes)} schedule shapes x {cfg.repetitions} repetitions, {cfg.target} target, "
+         f"{cfg.rate_mbps:g} Mb/s links ({cfg.line_pps:.0f} datagrams/s), then ring all-reduce")
+    runs: list[dict[str, Any]] = []
+    allreduce: list[dict[str, Any]] = []
+    interrupted = None
+    t_start = time.monotonic()
+    done, total = 0, len(points) * cfg.repetitions
+    try:
+        with interrupt_on_signals(), tempfile.TemporaryDirectory(prefix="mlfabric-rotor-") as tmp:
+            for rep in range(cfg.repetitions):
+                for shape in shapes:
+                    mine = [p for p in points if p.shape == shape]
+                    with _fabric(cfg, shape[0]) as fab:
+                        for point in mine:
+                            t0 = time.monotonic()
+                            result = run_point(fab, cfg, point)
+                            result["rep"] = rep
+                            runs.append(result)
+                            done += 1
+                            _say(f"[{done}/{total}, {time.monotonic() - t_start:.0f} s] rep {rep + 1} "
+                                 f"{shape[0] / 1000:g}+{shape[1] / 1000:g} ms {point.pattern} {point.routing} "
+                                 f"{point.calendar}: throughput {result['throughput']:.2f}, light-load delivered "
+                                 f"{result['probe_delivered']:.2f}, delay p50 {result['delay_p50_ms']:.1f} ms "
+                                 f"[{time.monotonic() - t0:.1f} s]")
+                        if rep == cfg.repetitions - 1 and shape == ref.shape:
+                            for routing in ROUTINGS:
+                                allreduce += run_allreduce(fab, cfg, dataclasses.replace(ref, routing=routing), Path(tmp))
+    except KeyboardInterrupt as exc:
+        interrupted = f"stopped by {exc or 'SIGINT'} after {len(runs)} of {total} runs; the emulation was torn down"
+        _say(interrupted)
+    text = _write(cfg, out, points, runs, allreduce, ref, interrupted)
+    print()
+    print(text)
+    print()
+    _say(f"wrote {out}/results.json, runs.csv, table.txt, rotor.png, rotor-load.png "
+         f"({time.monotonic() - t_start:.0f} s)")
+    return 130 if interrupted else 0
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(BrokenPipeError):
+        sys.exit(main(sys.argv[1:]))
