@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 TARGET ?= $(or $(MLFABRIC_TARGET),python)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run run-smoke run-rail-only run-checkmate run-rotor model-rail-only test test-unit test-target test-emulation p4 bench lint typecheck doctor clean-net clean
+.PHONY: help setup run run-smoke run-rail-only run-checkmate run-rotor run-tdtcp model-rail-only test test-unit test-target test-emulation p4 bench lint typecheck doctor clean-net clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -26,6 +26,9 @@ run-checkmate: setup ## Checkmate gradient mirroring: shadow replica, overhead v
 
 run-rotor: setup ## round-robin optical fabric: throughput vs slice/duty cycle, direct vs VLB, calendar-queue delay, ring all-reduce
 	@$(MLFABRIC) experiment run rotor --target $(TARGET) $(EXPERIMENT_ARGS)
+
+run-tdtcp: setup ## TDTCP: per-TDN transport vs one shared state vs kernel CUBIC across alternating fast/slow TDNs
+	@$(MLFABRIC) experiment run tdtcp --target $(TARGET) $(EXPERIMENT_ARGS)
 
 model-rail-only: setup ## the analytical cost/power and iteration-time model: tables and plots in results/
 	@$(MLFABRIC) experiment model rail-only

@@ -1,0 +1,122 @@
+"""The TDTCP experiment's table and figure (pure but for writing the PNG)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from controller.experiments.tdtcp import TdtcpConfig, capacity_mbps, percentile, summarize, tdn_at
+
+__all__ = ["notification_latencies", "report"]
+
+PAPER = ("TDTCP (SIGCOMM'22, Etalon, TDF 20): 24-41% more throughput than DCTCP, CUBIC and MPTCP "
+         "on a reconfigurable network")
+
+
+def notification_latencies(runs: Sequence[Mapping[str, Any]]) -> list[float]:
+    """Microseconds from each TDN change to the sender's receipt of its notification.
+
+    >>> run = {"ticks": [(1_000_000.0, 0), (1_021_000.0, 1)],
+    ...        "sender": {"icmp": {"received": [[1.0004, 0, "x"], [1.0213, 1, "x"]]}}}
+    >>> [round(x) for x in notification_latencies([run])]
+    [400, 300]
+    """
+    out = []
+    for run in runs:
+        ticks = sorted(run.get("ticks") or [])
+        for t, tdn, *_ in ((run.get("sender") or {}).get("icmp") or {}).get("received", []):
+            at = t * 1e6
+            before = [instant for instant, k in ticks if k == tdn and instant <= at]
+            if before:
+                out.append(at - before[-1])
+    return out
+
+
+def _table(cfg: TdtcpConfig, runs: Sequence[Mapping[str, Any]]) -> tuple[str, dict[str, Any]]:
+    goodputs = {t: [r["goodput_mbps"] for r in runs if r["transport"] == t and r["complete"]] for t in cfg.transports}
+    summary = summarize(goodputs)
+    lat = notification_latencies(runs)
+    lines = [f"{cfg.target} target; TDN 0 (fast): {cfg.fast.rate_mbps:g} Mb/s, +{cfg.fast.delay_us} us per crossing; "
+             f"TDN 1 (slow): {cfg.slow.rate_mbps:g} Mb/s, +{cfg.slow.delay_us} us; {cfg.day_ms:g} ms days, "
+             f"{cfg.gap_ms:g} ms gaps; capacity {capacity_mbps(cfg):.2f} Mb/s averaged over a cycle",
+             "",
+             f"{'transport':<10}{'goodput Mb/s':<16}{'of capacity':<13}{'vs single':<11}{'vs cubic':<10}{'complete':<9}"]
+    for t in cfg.transports:
+        row = summary.get(t)
+        n_all = sum(1 for r in runs if r["transport"] == t)
+        if row is None:
+            lines.append(f"{t:<10}{'-':<16}{'-':<13}{'-':<11}{'-':<10}0/{n_all}")
+            continue
+        vs = [f"{row[k]:.2f}x" if k in row else "-" for k in ("vs_single", "vs_cubic")]
+        lines.append(f"{t:<10}{row['mean_mbps']:.2f} ± {row['sd_mbps']:.2f}    {row['mean_mbps'] / capacity_mbps(cfg):<13.2f}"
+                     f"{vs[0] if t != 'single' else '':<11}{vs[1] if t != 'cubic' else '':<10}{int(row['n'])}/{n_all}")
+    switches = [len((r.get("sender") or {}).get("switches", [])) for r in runs if r["transport"] == "tdtcp"]
+    lines += ["", f"notification latency, change to the sender's receipt: p50 {percentile(lat, 0.5) / 1000:.2f} ms, "
+              f"p99 {percentile(lat, 0.99) / 1000:.2f} ms over {len(lat)} notifications",
+              f"TDN switches the per-TDN sender applied: {switches}", "", f"paper: {PAPER}"]
+    summary["notification_latency_ms"] = {"p50": percentile(lat, 0.5) / 1000, "p99": percentile(lat, 0.99) / 1000,
+                                          "n": len(lat)}
+    return "\n".join(lines), summary
+
+
+def _plot(cfg: TdtcpConfig, runs: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7))
+    first = [r for r in runs if r["rep"] == 0]
+    for r in first:
+        samples = r["samples"]
+        xs, ys = [], []
+        for (t0, b0), (t1, b1) in itertools.pairwise(samples):
+            if t1 > t0:
+                xs.append(t1)
+                ys.append((b1 - b0) * 8 / (t1 - t0) / 1e6)
+        # 100 ms bins, so that the three transports compare on one scale
+        binned: dict[int, list[float]] = {}
+        for x, y in zip(xs, ys, strict=True):
+            binned.setdefault(int(x * 10), []).append(y)
+        top.plot([k / 10 for k in sorted(binned)], [sum(v) / len(v) for _, v in sorted(binned.items())],
+                 label=r["transport"])
+    top.axhline(capacity_mbps(cfg), color="gray", ls="--", lw=1, label="capacity (cycle average)")
+    top.set_xlabel("seconds into the transfer")
+    top.set_ylabel("goodput, Mb/s (100 ms bins)")
+    top.set_title("goodput per transport, first repetition")
+    top.legend(loc="upper right", fontsize=8)
+    tdtcp = next((r for r in first if r["transport"] == "tdtcp"), None)
+    if tdtcp is not None:
+        timeline = (tdtcp.get("sender") or {}).get("timeline") or {}
+        ts = timeline.get("t", [])
+        if ts:
+            mid = ts[len(ts) // 2]
+            window = [i for i, t in enumerate(ts) if mid <= t <= mid + 0.3]
+            for tdn, series in sorted((timeline.get("tdn") or {}).items()):
+                bottom.plot([ts[i] - mid for i in window], [series["cwnd"][i] / 1000 for i in window],
+                            label=f"cwnd of TDN {tdn}")
+            epoch = tdtcp["epoch_us"]
+            step = 0.001
+            k = 0.0
+            while k < 0.3:
+                tdn = tdn_at(cfg, (mid + k) * 1e6 - epoch)
+                if tdn is not None:
+                    bottom.axvspan(k, k + step, color="tab:green" if tdn == 0 else "tab:orange", alpha=0.08, lw=0)
+                k += step
+            bottom.set_xlabel("seconds (green: TDN 0 fast, orange: TDN 1 slow, white: gap)")
+            bottom.set_ylabel("KB")
+            bottom.set_title("per-TDN congestion windows of the TDTCP sender, 0.3 s mid-transfer")
+            bottom.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def report(cfg: TdtcpConfig, runs: Sequence[Mapping[str, Any]], out: Path) -> tuple[str, dict[str, Any], Path]:
+    """The table (text), the summary and the figure written to ``out``."""
+    text, summary = _table(cfg, runs)
+    figure = _plot(cfg, runs, out / "tdtcp.png")
+    return text, summary, figure
