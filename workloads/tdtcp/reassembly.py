@@ -29,8 +29,8 @@ _RECENT = 8
 class Reassembly:
     """Bytes delivered in order from ``rcv_nxt`` on, and what waits above it.
 
-    ``window`` bounds the bytes held out of order; the advertised window is what is left of
-    it. The first SACK block holds the most recent out-of-order arrival (RFC 2018); the
+    ``window`` is the advertised window: the sender may send up to ``rcv_nxt + window``, so
+    it also bounds the bytes held out of order. The first SACK block holds the most recent out-of-order arrival (RFC 2018); the
     others are the next most recent, then the lowest ones, at most four in all.
     """
 
@@ -54,8 +54,8 @@ class Reassembly:
 
     @property
     def rwnd(self) -> int:
-        """The receive window to advertise, in bytes."""
-        return max(0, self.window - self._ranges.total)
+        """The receive window to advertise, in bytes above ``rcv_nxt``."""
+        return self.window
 
     def on_data(self, seq: int, payload: bytes | memoryview, *, fin: bool = False) -> tuple[list[bytes], Arrival]:
         """One segment arrived: the chunks now deliverable in order, and what the arrival was."""
