@@ -104,9 +104,18 @@ def _userspace(fab: EmulatedFabric, cfg: TdtcpConfig, mode: str, port: int) -> d
                                        "--bytes", str(nbytes), "--mode", mode, "--listen-icmp", "--stats-ms", "10"],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         procs.append(send)
-        out, err = send.communicate(timeout=cfg.seconds * 4 + 30)
+        try:
+            out, err = send.communicate(timeout=cfg.seconds * 4 + 30)
+        except subprocess.TimeoutExpired:
+            send.kill()
+            out, err = send.communicate()
+            out = ""
+            err = f"gave up after {cfg.seconds * 4 + 30:.0f} s"
         sender = json.loads(out) if out.strip() else {"error": err.strip()[-300:]}
-        rout, _ = recv.communicate(timeout=30)
+        try:
+            rout, _ = recv.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            rout = ""
         receiver = json.loads(rout) if rout.strip() else {}
     finally:
         _reap(procs)
@@ -115,7 +124,7 @@ def _userspace(fab: EmulatedFabric, cfg: TdtcpConfig, mode: str, port: int) -> d
     start = sender.get("start", 0.0)
     samples = [(t - start, b) for t, b in zip(delivered["t"], delivered["bytes"], strict=True)]
     return {"sender": sender, "samples": samples, "complete": bool(conns[0].get("complete")),
-            "goodput_mbps": goodput_mbps(samples)}
+            "goodput_mbps": goodput_mbps(samples), "error": sender.get("error")}
 
 
 def _cubic(fab: EmulatedFabric, cfg: TdtcpConfig, port: int) -> dict[str, Any]:
