@@ -158,3 +158,14 @@ def test_bad_config_names_the_key(key: str, value: object) -> None:
 def test_unknown_mode_is_refused() -> None:
     with pytest.raises(ConfigError, match="mode"):
         CongestionControl("cubic", CFG)  # type: ignore[arg-type]
+
+
+def test_recovery_ends_when_the_cumulative_ack_passes_it_whichever_tdn_is_credited() -> None:
+    cc = CongestionControl("tdtcp", CFG)
+    fill(cc, 0)
+    cc.on_ack(Credits(lost=((0, 0),), left_flight={0: MSS}), snd_una=0, snd_nxt=10 * MSS)
+    assert cc.state(0).state is CaState.FAST_RECOVERY
+    cc.set_active(1)
+    fill(cc, 1)
+    ack(cc, 1, MSS, una=12 * MSS, nxt=20 * MSS)  # credits TDN 1 only, passes TDN 0's point
+    assert cc.state(0).state is CaState.CONGESTION_AVOIDANCE and cc.state(0).cwnd == 5 * MSS

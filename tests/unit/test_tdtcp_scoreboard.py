@@ -39,6 +39,29 @@ def test_cumulative_ack_credits_each_segment_to_its_tdn_across_a_switch() -> Non
     assert cc.state(0).bytes_delivered == 4 * MSS and cc.state(1).bytes_delivered == MSS
 
 
+def test_a_segment_lost_in_tdn_0_and_resent_in_tdn_1_is_credited_to_tdn_1() -> None:
+    sb = Scoreboard(total=10 * MSS, mss=MSS, per_tdn_loss=True)
+    cc = CongestionControl("tdtcp", CongestionConfig(mss=MSS))
+    for k in range(5):
+        sb.on_transmit(k * MSS, MSS, tdn=0, now_ns=k)
+        cc.on_send(0, MSS, snd_una=0, snd_nxt=sb.snd_nxt)
+    res = sb.on_ack(cum_ack=0, sacks=[(MSS, 5 * MSS)], echo_ts_ns=4, data_tdn=0, now_ns=10)
+    cc.on_ack(res.credits, snd_una=sb.snd_una, snd_nxt=sb.snd_nxt)
+    assert res.credits.lost == ((0, 0),) and cc.state(0).in_flight == 0  # 4 SACKed + 1 lost
+    cc.set_active(1)
+    seg = sb.next_retransmission()
+    assert seg is not None
+    sb.on_transmit(seg.seq, MSS, tdn=cc.active_tdn, now_ns=20)
+    cc.on_send(1, MSS, snd_una=0, snd_nxt=sb.snd_nxt, retransmission=True)
+    res = sb.on_ack(cum_ack=5 * MSS, sacks=[], echo_ts_ns=20, data_tdn=1, now_ns=30)
+    cc.on_ack(res.credits, snd_una=sb.snd_una, snd_nxt=sb.snd_nxt)
+    assert res.credits.delivered == {1: MSS} and res.credits.rtt_samples == ((1, 1e-8),)
+    assert (cc.state(0).in_flight, cc.state(1).in_flight) == (0, 0)
+    assert (cc.state(0).bytes_delivered, cc.state(1).bytes_delivered) == (4 * MSS, MSS)
+    assert cc.state(1).bytes_retransmitted == MSS and cc.state(0).recoveries == 1
+    assert cc.state(0).state.value == "congestion_avoidance"  # the cumulative ACK passed its point
+
+
 def test_sack_marks_the_hole_lost_once_three_mss_above_it_arrived() -> None:
     sb = Scoreboard(total=10 * MSS, mss=MSS)
     send(sb, 8, tdn=0)
@@ -64,6 +87,19 @@ def test_loss_evidence_counts_only_the_same_tdn_in_tdtcp_mode() -> None:
         r = sb.on_ack(cum_ack=0, sacks=[(2 * MSS, 7 * MSS)], echo_ts_ns=5, data_tdn=1, now_ns=9)
         assert r.credits.lost == expect
         assert r.credits.delivered == {1: 5 * MSS}
+
+
+def test_overtaken_data_is_lost_once_overdue_for_its_own_tdn() -> None:
+    """TDTCP: TDN 0's segments, overtaken by TDN 1's, are lost only once older than TDN 0's
+    RTT plus its reordering window (here 1000 ns), not at once."""
+    sb = Scoreboard(total=20 * MSS, mss=MSS, per_tdn_loss=True)
+    send(sb, 2, tdn=0, t=0)
+    send(sb, 5, tdn=1, t=100)
+    wait = {0: 1000, 1: 10}.__getitem__
+    r = sb.on_ack(cum_ack=0, sacks=[(2 * MSS, 4 * MSS)], echo_ts_ns=100, data_tdn=1, now_ns=500, rack_wait=wait)
+    assert r.credits.lost == ()
+    r = sb.on_ack(cum_ack=0, sacks=[(2 * MSS, 5 * MSS)], echo_ts_ns=100, data_tdn=1, now_ns=1001, rack_wait=wait)
+    assert r.credits.lost == ((0, 0), (0, MSS)) and r.credits.left_flight == {0: 2 * MSS, 1: MSS}
 
 
 def test_three_duplicate_acks_without_sack_mark_the_first_segment_lost() -> None:

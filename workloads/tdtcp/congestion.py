@@ -163,16 +163,20 @@ class TdnState:
         self.timeouts += 1
         self.rtt.back_off()
 
-    def on_ack(self, delivered: int, *, snd_una: int) -> None:
-        """An ACK delivered ``delivered`` bytes of this TDN and moved the cumulative ACK to
-        ``snd_una``. cwnd grows only while it limits the sender: in slow start, while under
-        twice the peak bytes in flight of the last window; in avoidance, while that peak
-        fills it (Linux's ``tcp_is_cwnd_limited``)."""
-        self.bytes_delivered += delivered
+    def end_recovery(self, snd_una: int) -> None:
+        """The cumulative ACK reached ``snd_una``: fast recovery or loss ends once it passes
+        the recovery point (cwnd deflates to ssthresh after fast recovery)."""
         if self.phase is not None and snd_una >= self.recover:
             if self.phase is CaState.FAST_RECOVERY:
                 self.cwnd = self.ssthresh
             self.phase = None
+
+    def on_ack(self, delivered: int) -> None:
+        """An ACK delivered ``delivered`` bytes sent in this TDN. cwnd grows (not during fast
+        recovery) only while it limits the sender: in slow start, while under twice the peak
+        bytes in flight of the last window; in avoidance, while that peak fills it (Linux's
+        ``tcp_is_cwnd_limited``)."""
+        self.bytes_delivered += delivered
         if delivered > 0 and self.phase is not CaState.FAST_RECOVERY:
             self._grow(delivered)
 
@@ -216,6 +220,7 @@ class CongestionControl:
         self.config = config
         self.active_tdn = initial_tdn
         self.switches = 0
+        self._una = 0
         self._states: dict[int | None, TdnState] = {}
         self.state(initial_tdn)
 
@@ -254,28 +259,29 @@ class CongestionControl:
         self.state(tdn).charge(nbytes, snd_una=snd_una, snd_nxt=snd_nxt, retransmission=retransmission)
 
     def on_ack(self, credits: Credits, *, snd_una: int, snd_nxt: int) -> None:
-        """Apply one ACK's credits: flight relief, losses, RTT samples, then cwnd growth, each
-        to the state of the TDN the bytes were sent in (summed per state in mode single)."""
-        keys = set(credits.delivered) | set(credits.left_flight)
-        keys |= {t for t, _ in credits.lost} | {t for t, _ in credits.rtt_samples}
+        """Apply one ACK's credits: flight relief, losses, RTT samples, the end of recoveries,
+        then cwnd growth, each to the state of the TDN the bytes were sent in (summed per
+        state in mode single). ``snd_una`` and ``snd_nxt`` are after the ACK."""
+        state = self.state
         prior: dict[int, int] = {}
-        for tdn in sorted(keys):
-            st = self.state(tdn)
-            prior.setdefault(id(st), st.in_flight)
         for tdn, n in credits.left_flight.items():
-            self.state(tdn).discharge(n)
+            st = state(tdn)
+            prior.setdefault(id(st), st.in_flight)
+            st.discharge(n)
         for tdn, seq in credits.lost:
-            st = self.state(tdn)
-            st.on_loss(seq, snd_nxt=snd_nxt, flight=prior[id(st)])
+            st = state(tdn)
+            st.on_loss(seq, snd_nxt=snd_nxt, flight=prior.get(id(st), st.in_flight))
         for tdn, rtt in credits.rtt_samples:
-            self.state(tdn).rtt.sample(rtt)
-        delivered: dict[int, tuple[TdnState, int]] = {}
-        for tdn in sorted(keys):
-            st = self.state(tdn)
-            _, before = delivered.get(id(st), (st, 0))
-            delivered[id(st)] = (st, before + credits.delivered.get(tdn, 0))
-        for st, n in delivered.values():
-            st.on_ack(n, snd_una=snd_una)
+            state(tdn).rtt.sample(rtt)
+        if snd_una > self._una:  # the cumulative ACK moved: any TDN's recovery may end
+            self._una = snd_una
+            for st in self._states.values():
+                st.end_recovery(snd_una)
+        if self.mode == "single" and len(credits.delivered) > 1:
+            state(self.active_tdn).on_ack(sum(credits.delivered.values()))
+            return
+        for tdn, n in credits.delivered.items():
+            state(tdn).on_ack(n)
 
     def on_timeout(self, tdn: int, left_flight: dict[int, int], *, snd_nxt: int) -> None:
         """The retransmission timer expired for a segment sent in ``tdn``: every outstanding

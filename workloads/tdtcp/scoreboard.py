@@ -7,12 +7,15 @@ a segment leaving flight because it was declared lost (:class:`~workloads.tdtcp.
 Loss detection, in the manner of RFC 6675 and RACK (RFC 8985):
 
 - an original transmission is lost once ``dupthresh`` MSS of data *above* it were SACKed
-  (or, without SACK blocks, after ``dupthresh`` duplicate ACKs);
+  (or, without SACK blocks, after ``dupthresh`` duplicate ACKs), or once data above it was
+  SACKed and it has been out longer than its TDN's RTT plus a reordering window (RACK's
+  rule, with the RTT of the TDN it was sent in);
 - a retransmission is lost once a transmission sent more than ``reo_wnd`` after it was
   delivered (the ACK's echoed timestamp says which one).
 
-With ``per_tdn_loss`` (TDTCP) only evidence from the *same* TDN counts: data sent later on a
-faster TDN overtakes data still crossing a slower one, and that reordering is not loss.
+With ``per_tdn_loss`` (TDTCP) the count of SACKed bytes only takes evidence from the *same*
+TDN: data sent later on a faster TDN overtakes data still crossing a slower one, and that
+reordering is not loss; such a segment is lost only when overdue for its own TDN.
 
 >>> sb = Scoreboard(total=5000, mss=1000)
 >>> for k in range(5):
@@ -24,8 +27,9 @@ faster TDN overtakes data still crossing a slower one, and that reordering is no
 
 from __future__ import annotations
 
+import collections
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +70,8 @@ class Scoreboard:
         self.total, self.mss, self.dupthresh, self.per_tdn_loss = total, mss, dupthresh, per_tdn_loss
         self.snd_una = 0
         self.snd_nxt = 0
-        self.segs: dict[int, Segment] = {}  # insertion order is sequence order
+        self.segs: dict[int, Segment] = {}  # by seq
+        self._order: collections.deque[Segment] = collections.deque()  # in sequence order
         self.sacked = IntervalSet()
         self._sacked_tdn: dict[int, IntervalSet] = {}
         self._rack_ns: dict[int | None, int] = {}
@@ -100,7 +105,7 @@ class Scoreboard:
 
     def oldest(self) -> Segment | None:
         """The lowest outstanding segment (the one the retransmission timer guards)."""
-        return next(iter(self.segs.values()), None)
+        return self._order[0] if self._order else None
 
     def on_transmit(self, seq: int, length: int, *, tdn: int, now_ns: int) -> Segment:
         """Segment ``seq`` left in ``tdn`` at ``now_ns``: new (at ``snd_nxt``) or a retransmission."""
@@ -109,6 +114,7 @@ class Scoreboard:
             if seq != self.snd_nxt or length <= 0:
                 raise ValueError(f"new segment [{seq}, {seq + length}) does not start at snd_nxt {self.snd_nxt}")
             seg = self.segs[seq] = Segment(seq, seq + length, tdn, now_ns)
+            self._order.append(seg)
             self.snd_nxt += length
             return seg
         if seg.in_flight or seg.sacked:
@@ -127,11 +133,13 @@ class Scoreboard:
         self._retx.discard(seg.seq)
 
     def on_ack(self, *, cum_ack: int, sacks: Iterable[tuple[int, int]], echo_ts_ns: int, data_tdn: int,
-               now_ns: int, reo_wnd_ns: int = 0) -> AckResult:
+               now_ns: int, reo_wnd_ns: int = 0, rack_wait: Callable[[int], int] | None = None) -> AckResult:
         """Apply one ACK. ``echo_ts_ns`` (0: absent) is the send time of the transmission that
         triggered it, sent in ``data_tdn``: an RTT sample for that TDN when the ACK delivered
         anything (every transmission has its own stamp, so retransmissions are unambiguous).
-        Without a stamp, Karn's rule: no sample from an ACK that covers a retransmission."""
+        Without a stamp, Karn's rule: no sample from an ACK that covers a retransmission.
+        ``rack_wait(tdn)`` is how long, in ns, a segment sent in ``tdn`` may stay unacknowledged
+        while later data was SACKed (its TDN's RTT plus a reordering window)."""
         if cum_ack > self.snd_nxt:
             self.ignored_acks += 1
             return AckResult(Credits(), False, False)
@@ -141,10 +149,9 @@ class Scoreboard:
         ambiguous = False
         advanced = cum_ack > self.snd_una
         if advanced:
-            while self.segs:
-                seg = next(iter(self.segs.values()))
-                if seg.end > cum_ack:
-                    break
+            order = self._order
+            while order and order[0].end <= cum_ack:
+                seg = order.popleft()
                 del self.segs[seg.seq]
                 ambiguous |= seg.tx > 1
                 if karn is None and not seg.sacked:
@@ -176,7 +183,7 @@ class Scoreboard:
         duplicate = not delivered and not advanced and bool(self.segs)
         if duplicate:
             self.dupacks += 1
-        lost = self._detect(reo_wnd_ns, left)
+        lost = self._detect(now_ns, reo_wnd_ns, rack_wait, left)
         return AckResult(Credits(delivered, left, lost, samples), advanced, duplicate)
 
     def _mark_lost(self, seg: Segment, left: dict[int, int], lost: list[tuple[int, int]]) -> None:
@@ -187,7 +194,8 @@ class Scoreboard:
         self._retx.discard(seg.seq)
         self.lost_by_ack += 1
 
-    def _detect(self, reo_wnd_ns: int, left: dict[int, int]) -> tuple[tuple[int, int], ...]:
+    def _detect(self, now_ns: int, reo_wnd_ns: int, rack_wait: Callable[[int], int] | None,
+                left: dict[int, int]) -> tuple[tuple[int, int], ...]:
         lost: list[tuple[int, int]] = []
         need = self.dupthresh * self.mss
         pos = max(self._floor, self.snd_una)
@@ -204,7 +212,9 @@ class Scoreboard:
             ev = self._sacked_tdn.get(seg.tdn) if self.per_tdn_loss else self.sacked
             above = ev.bytes_above(seg.end) if ev is not None else 0
             by_dupacks = not self.sacked and self.dupacks >= self.dupthresh and seg.seq == self.snd_una
-            if above < need and not by_dupacks:
+            overdue = (rack_wait is not None and now_ns - seg.sent_ns > rack_wait(seg.tdn)
+                       and self.sacked.bytes_above(seg.end) > 0)
+            if above < need and not by_dupacks and not overdue:
                 break
             self._mark_lost(seg, left, lost)
             pos = seg.end
@@ -220,7 +230,7 @@ class Scoreboard:
         """The retransmission timer expired: every outstanding segment not SACKed is declared
         lost (RFC 6675 5.1); the bytes that left flight, per TDN."""
         left: dict[int, int] = {}
-        for seg in self.segs.values():
+        for seg in self._order:
             if seg.sacked or seg.lost:
                 continue
             if seg.in_flight:

@@ -148,6 +148,8 @@ class Sender:
         sb, cc, mss, loss = self.sb, self.cc, self.config.congestion.mss, self.config.loss
         self._blocked = False
         while True:
+            if self._pending:  # a TDN change takes effect mid-burst, not after it
+                self._apply_tdn_changes(time.monotonic())
             seg = sb.next_retransmission()
             if seg is not None:
                 seq, length, attempt = seg.seq, seg.end - seg.seq, seg.tx
@@ -191,6 +193,14 @@ class Sender:
         srtt = self.cc.active.rtt.srtt
         return int(max(self.config.min_reo_wnd, (srtt or 0.0) / 4) * 1e9)
 
+    def _rack_wait(self, tdn: int) -> int:
+        """How long (ns) a segment sent in ``tdn`` may be outstanding while later data is
+        SACKed: that TDN's SRTT plus a quarter of it (at least ``min_reo_wnd``)."""
+        srtt = self.cc.state(tdn).rtt.srtt
+        if srtt is None:
+            return 1 << 62
+        return int((srtt + max(self.config.min_reo_wnd, srtt / 4)) * 1e9)
+
     def _receive(self, sock: socket.socket) -> bool:
         """Process every ACK waiting; whether any moved the cumulative ACK."""
         advanced = False
@@ -215,7 +225,8 @@ class Sender:
             self.counts["acks"] += 1
             self._rwnd = ack.rwnd
             res = self.sb.on_ack(cum_ack=ack.cum_ack, sacks=ack.sacks, echo_ts_ns=ack.echo_ts_ns if use_ts else 0,
-                                 data_tdn=ack.data_tdn, now_ns=time.monotonic_ns(), reo_wnd_ns=self._reo_wnd_ns())
+                                 data_tdn=ack.data_tdn, now_ns=time.monotonic_ns(), reo_wnd_ns=self._reo_wnd_ns(),
+                                 rack_wait=self._rack_wait)
             self.cc.on_ack(res.credits, snd_una=self.sb.snd_una, snd_nxt=self.sb.snd_nxt)
             self.counts["dupacks"] += res.duplicate
             if res.advanced:
