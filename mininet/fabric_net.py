@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -65,7 +66,8 @@ class EmulatedFabric:
                  source_routing: bool = False, log_dir: Path | None = None, publish: bool = True,
                  install: bool = True, switch_args: tuple[str, ...] = (),
                  schedule: Schedule | None = None, routing: str = "direct",
-                 calendar_queues: bool = False, margin_us: int = 0) -> None:
+                 calendar_queues: bool = False, margin_us: int = 0,
+                 switch_args_of: Mapping[str, tuple[str, ...]] | None = None) -> None:
         self.topo = require_valid(topo, topo.name)
         if calendar_queues and target != "python":
             raise EmulationError("calendar queues are a Python-target extension: on BMv2 a packet whose "
@@ -91,6 +93,8 @@ class EmulatedFabric:
         self.install = install
         #: extra command-line options for every switch process (e.g. ``--queue-depth``)
         self.switch_args = switch_args
+        #: more target arguments for single switches (e.g. --port-delay on one circuit switch)
+        self.switch_args_of = dict(switch_args_of or {})
         self.timings = FabricTimings()
         self.net: Mininet | None = None
         self.live: Topology | None = None
@@ -129,7 +133,7 @@ class EmulatedFabric:
         for s in self.topo.switches:
             net.addSwitch(s.name, cls=P4TargetSwitch, target=self.target, device_id=s.device_id,
                           grpc_address=grpc[s.name], record=self._record, log_dir=self.log_dir,
-                          defer_ready=True, extra_args=self.switch_args)
+                          defer_ready=True, extra_args=(*self.switch_args, *self.switch_args_of.get(s.name, ())))
         for lk in self.topo.links:
             kwargs: dict[str, object] = {}
             ends = []

@@ -22,7 +22,17 @@
  *     (the next configuration's entries for a packet arriving at E), so no packet is sent
  *     into a circuit switch under the other configuration's matching. The circuit switches
  *     flip between T and E; from E on, the clock's range entry selects the next version.
- *   - Clock probe: a packet-out with probe != 0 comes back as a packet-in carrying the
+ *   - TDTCP notification (controller/tdtcp/): tdn_of_slot names the time-division network
+ *     (TDN) of each slot. When the ToR sees a slot whose TDN differs from the last one it
+ *     announced (register notified_tdn), it clones the packet to the notification session
+ *     the controller configured (replicas: every host of the rack, one host, or no session
+ *     at all), and egress turns each copy into ICMP type 7, code 0, the TDN id in byte 0 of
+ *     the rest-of-header (Etalon's icmptdnupdate), addressed to the host behind its port.
+ *     Any packet for another rack is a trigger, and so is a tick: a packet-out with probe
+ *     == 0xFE that the controller sends just after each change, so a rack without traffic
+ *     is told too. The register makes it one notification per change, whatever the number
+ *     of triggers.
+ *   - Clock probe: a packet-out with probe in 1..0xFD comes back as a packet-in carrying the
  *     ingress timestamp (controller/schedule/clock.py); probe == 0 is an ordinary
  *     packet-out to egress_port.
  */
@@ -35,6 +45,11 @@
 #define ETHERTYPE_IPV4 0x0800
 #define IP_PROTO_TCP 6
 #define IP_PROTO_UDP 17
+#define IP_PROTO_ICMP 1
+#define PROBE_TICK 0xFE
+#define ICMP_ACTIVE_TDN_ID 7
+#define PKT_INSTANCE_INGRESS_CLONE 1
+#define NOTIFY_FIELDS 3
 
 typedef bit<9>  port_t;
 typedef bit<48> mac_addr_t;
@@ -75,11 +90,19 @@ header ipv4_t {
     bit<32> dst_addr;
 }
 
+header icmp_t {
+    bit<8>  type;
+    bit<8>  code;
+    bit<16> checksum;
+    bit<32> rest;
+}
+
 struct headers_t {
     packet_out_t packet_out;
     packet_in_t  packet_in;
     ethernet_t   ethernet;
     ipv4_t       ipv4;
+    icmp_t       icmp;
 }
 
 struct metadata_t {
@@ -99,6 +122,14 @@ struct metadata_t {
     bit<1>  flipping;
     bit<48> cut_us;
     bit<48> next_epoch_us;
+    bit<1>  tick;
+    bit<1>  remote;
+    bit<1>  slot_known;
+    bit<1>  tdn_known;
+    bit<1>  notify;
+    bit<32> notify_session;
+    @field_list(NOTIFY_FIELDS)
+    bit<8>  tdn;
 }
 
 parser TorParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
@@ -175,6 +206,7 @@ control TorIngress(inout headers_t hdr, inout metadata_t meta,
     action unclocked(bit<1> version, bit<1> hold) {
         meta.version = version;
         meta.slot = 0;
+        meta.slot_known = 1;
         meta.clocked = 0;
         meta.hold = hold;
     }
@@ -206,6 +238,7 @@ control TorIngress(inout headers_t hdr, inout metadata_t meta,
     action set_slot(bit<16> slot, bit<48> start_us) {
         meta.slot = slot;
         meta.slot_start_us = start_us;
+        meta.slot_known = 1;
     }
 
     table slot_of_phase {
@@ -264,9 +297,40 @@ control TorIngress(inout headers_t hdr, inout metadata_t meta,
         size = 4096;
     }
 
+    register<bit<8>>(1) notified_tdn;  // TDN id + 1 of the last notification; 0: none yet
+    counter(1, CounterType.packets) notifications;
+
+    action set_tdn(bit<8> tdn) {
+        meta.tdn = tdn;
+        meta.tdn_known = 1;
+    }
+
+    table tdn_of_slot {
+        key = {
+            meta.version: exact;
+            meta.slot: exact;
+        }
+        actions = { set_tdn; NoAction; }
+        default_action = NoAction();
+        size = 65536;
+    }
+
+    action notify_via(bit<32> session) {
+        meta.notify = 1;
+        meta.notify_session = session;
+    }
+
+    table notify {
+        key = { }
+        actions = { notify_via; NoAction; }
+        default_action = NoAction();
+    }
+
     apply {
         port_rx.count((bit<32>)standard_metadata.ingress_port);
-        if (hdr.packet_out.isValid()) {
+        if (hdr.packet_out.isValid() && hdr.packet_out.probe == PROBE_TICK) {
+            meta.tick = 1;
+        } else if (hdr.packet_out.isValid()) {
             if (hdr.packet_out.probe != 0) {
                 meta.probe_us = standard_metadata.ingress_global_timestamp;
                 standard_metadata.egress_spec = CPU_PORT;
@@ -276,27 +340,38 @@ control TorIngress(inout headers_t hdr, inout metadata_t meta,
             }
             exit;
         }
-        if (!hdr.ipv4.isValid() || hdr.ipv4.ttl <= 1) {
-            drop();
-            exit;
+        if (meta.tick == 0) {
+            if (!hdr.ipv4.isValid() || hdr.ipv4.ttl <= 1) {
+                drop();
+                exit;
+            }
+            switch (ipv4_lpm.apply().action_run) {
+                NoAction: {
+                    meta.remote = 1;
+                }
+            }
         }
-        switch (ipv4_lpm.apply().action_run) {
-            NoAction: {
+        if (meta.tick == 1 || meta.remote == 1) {
+            if (meta.remote == 1) {
                 rack_of.apply();
                 uplinks.apply();
-                clock.apply();
-                flip.apply();
-                if (meta.flipping == 0) {
-                    if (meta.clocked == 1) {
-                        PHASE_MOD_CYCLE
-                        meta.phase_us = (bit<48>)meta.phase;
-                        slot_of_phase.apply();
-                    }
+            }
+            clock.apply();
+            flip.apply();
+            if (meta.flipping == 0) {
+                if (meta.clocked == 1) {
+                    PHASE_MOD_CYCLE
+                    meta.phase_us = (bit<48>)meta.phase;
+                    slot_of_phase.apply();
+                }
+                if (meta.remote == 1) {
                     timeflow.apply();
                     if (meta.cut_us != 0 && meta.release_us >= meta.cut_us) {
                         meta.flipping = 1;
                     }
                 }
+            }
+            if (meta.remote == 1) {
                 if (meta.flipping == 1) {
                     timeflow_flip.apply();
                 }
@@ -306,6 +381,25 @@ control TorIngress(inout headers_t hdr, inout metadata_t meta,
                     drop();
                 }
             }
+            // TDTCP: announce a new TDN once (not while configurations are switching)
+            if (meta.flipping == 0 && meta.slot_known == 1) {
+                tdn_of_slot.apply();
+                if (meta.tdn_known == 1) {
+                    notify.apply();
+                    if (meta.notify == 1) {
+                        bit<8> last;
+                        notified_tdn.read(last, 0);
+                        if (last != meta.tdn + 1) {
+                            notified_tdn.write(0, meta.tdn + 1);
+                            notifications.count(0);
+                            clone_preserving_field_list(CloneType.I2E, meta.notify_session, NOTIFY_FIELDS);
+                        }
+                    }
+                }
+            }
+            if (meta.tick == 1) {
+                drop();
+            }
         }
     }
 }
@@ -314,7 +408,47 @@ control TorEgress(inout headers_t hdr, inout metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
     counter(512, CounterType.packets_and_bytes) port_tx;
 
+    action notification(mac_addr_t dmac, mac_addr_t smac, bit<32> dst, bit<32> src) {
+        hdr.packet_out.setInvalid();
+        hdr.ethernet.setValid();
+        hdr.ethernet.dst_addr = dmac;
+        hdr.ethernet.src_addr = smac;
+        hdr.ethernet.ether_type = ETHERTYPE_IPV4;
+        hdr.ipv4.setValid();
+        hdr.ipv4.version = 4;
+        hdr.ipv4.ihl = 5;
+        hdr.ipv4.diffserv = 0;
+        hdr.ipv4.total_len = 28;
+        hdr.ipv4.identification = 0;
+        hdr.ipv4.flags = 0;
+        hdr.ipv4.frag_offset = 0;
+        hdr.ipv4.ttl = 64;
+        hdr.ipv4.protocol = IP_PROTO_ICMP;
+        hdr.ipv4.src_addr = src;
+        hdr.ipv4.dst_addr = dst;
+        hdr.icmp.setValid();
+        hdr.icmp.type = ICMP_ACTIVE_TDN_ID;
+        hdr.icmp.code = 0;
+        hdr.icmp.checksum = 0;
+        hdr.icmp.rest = (bit<32>)meta.tdn << 24;
+        truncate(42);  // Ethernet, IPv4 and ICMP headers: the trigger's payload goes
+    }
+
+    action drop_copy() {
+        mark_to_drop(standard_metadata);
+    }
+
+    table notify_host {
+        key = { standard_metadata.egress_port: exact; }
+        actions = { notification; drop_copy; }
+        default_action = drop_copy();
+        size = 512;
+    }
+
     apply {
+        if (standard_metadata.instance_type == PKT_INSTANCE_INGRESS_CLONE) {
+            notify_host.apply();
+        }
         port_tx.count((bit<32>)standard_metadata.egress_port);
         if (standard_metadata.egress_port == CPU_PORT) {
             hdr.packet_in.setValid();
@@ -337,6 +471,8 @@ control TorComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
               hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset,
               hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
             hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+        update_checksum(hdr.icmp.isValid(), { hdr.icmp.type, hdr.icmp.code, hdr.icmp.rest },
+            hdr.icmp.checksum, HashAlgorithm.csum16);
     }
 }
 
@@ -345,6 +481,7 @@ control TorDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.packet_in);
         packet.emit(hdr.ethernet);
         packet.emit(hdr.ipv4);
+        packet.emit(hdr.icmp);
     }
 }
 

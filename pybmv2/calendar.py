@@ -15,11 +15,13 @@ import itertools
 import logging
 import threading
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from pybmv2.program import Program
-from pybmv2.switch import EgressJob
 
 __all__ = ["CalendarQueue", "release_slot"]
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +45,13 @@ def release_slot(program: Program | None, field: str) -> int | None:
     return found[0] if found else None
 
 
-class CalendarQueue:
-    """Holds egress jobs until their release time, then hands them to ``release``."""
+class CalendarQueue(Generic[T]):
+    """Holds items (egress jobs; frames, for the port-delay extension) until their release
+    time, then hands them to ``release``, in release order."""
 
-    def __init__(self, release: Callable[[EgressJob], None], now_us: Callable[[], int]) -> None:
+    def __init__(self, release: Callable[[T], None], now_us: Callable[[], int]) -> None:
         self._release, self._now_us = release, now_us
-        self._heap: list[tuple[int, int, EgressJob]] = []
+        self._heap: list[tuple[int, int, T]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._stop = False
@@ -58,7 +61,7 @@ class CalendarQueue:
     def start(self) -> None:
         self._thread.start()
 
-    def hold(self, job: EgressJob, release_us: int) -> None:
+    def hold(self, job: T, release_us: int) -> None:
         with self._cond:
             heapq.heappush(self._heap, (release_us, next(self._seq), job))
             self.held += 1

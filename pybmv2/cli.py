@@ -29,6 +29,13 @@ def _port_rate(text: str) -> tuple[int, float]:
     return int(port), float(rate)
 
 
+def _port_delay(text: str) -> tuple[int, int]:
+    port, sep, delay = text.partition(":")
+    if not sep or not port.isdigit() or not delay.isdigit():
+        raise argparse.ArgumentTypeError(f"bad --port-delay {text!r}: expected PORT:US")
+    return int(port), int(delay)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="mlfabric-switch",
@@ -51,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue-depth", type=int, default=None, help="egress queue depth in packets (default 64)")
     p.add_argument("--queue-rate", type=float, default=None, help="egress rate of every port, packets/s")
     p.add_argument("--queue-rate-port", type=_port_rate, action="append", default=[], metavar="PORT:PPS")
+    p.add_argument("--port-delay", type=_port_delay, action="append", default=[], metavar="PORT:US",
+                   help="extension (not in BMv2): delay every frame this port transmits by US microseconds, "
+                        "a link's propagation delay where the kernel has no netem")
     p.add_argument("--calendar-queue", default=None, metavar="FIELD",
                    help="extension (not in BMv2): hold each packet until the switch-clock time (us) in "
                         "this metadata field, e.g. release_us (OpenOptics' calendar queues)")
@@ -79,6 +89,7 @@ def _options(args: argparse.Namespace):
         queue_rate_pps=args.queue_rate,
         port_rates=dict(args.queue_rate_port),
         calendar_field=args.calendar_queue,
+        port_delays=dict(args.port_delay),
         log_console=args.log_console,
     )
 

@@ -42,6 +42,8 @@ class DaemonOptions:
     log_console: bool = False
     #: extension: hold a packet until the time in this metadata field (pybmv2.calendar)
     calendar_field: str | None = None
+    #: extension: a fixed delay (us) on these ports' transmissions, a link's propagation
+    port_delays: dict[int, int] = field(default_factory=dict)
 
 
 class SwitchDaemon:
@@ -64,7 +66,10 @@ class SwitchDaemon:
         for port, rate in options.port_rates.items():
             self.queues.set_rate(port, rate)
         self.switch.queue_depth = self.queues.depth
-        self.calendar = CalendarQueue(self._to_queue, self.switch.now_us) if options.calendar_field else None
+        self.calendar: CalendarQueue[EgressJob] | None = (
+            CalendarQueue(self._to_queue, self.switch.now_us) if options.calendar_field else None)
+        self.delay_line: CalendarQueue[tuple[int, bytes]] | None = (
+            CalendarQueue(lambda item: self._send(*item), self.switch.now_us) if options.port_delays else None)
         self._calendar_program: object = None
         self._calendar_slot: int | None = None
         try:
@@ -119,6 +124,13 @@ class SwitchDaemon:
             self.transmit(port, frame)
 
     def transmit(self, port: int, frame: bytes) -> None:
+        delay = self.options.port_delays.get(port)
+        if delay and self.delay_line is not None:
+            self.delay_line.hold((port, frame), self.switch.now_us() + delay)
+            return
+        self._send(port, frame)
+
+    def _send(self, port: int, frame: bytes) -> None:
         out = self.ports.get(port)
         if out is None:
             log.debug("no interface on port %d: frame dropped", port)
@@ -138,6 +150,8 @@ class SwitchDaemon:
         self.queues.start()
         if self.calendar is not None:
             self.calendar.start()
+        if self.delay_line is not None:
+            self.delay_line.start()
         log.info("switch up: device %d, P4Runtime on %s, ports %s", self.options.device_id,
                  self.server.address, {n: p.spec.iface for n, p in self.ports.items()})
         sel = selectors.DefaultSelector()
@@ -169,6 +183,8 @@ class SwitchDaemon:
             server.stop()
         if self.calendar is not None:
             self.calendar.stop()
+        if self.delay_line is not None:
+            self.delay_line.stop()
         self.queues.stop()
         for port in self.ports.values():
             port.close()

@@ -32,7 +32,7 @@ T = TypeVar("T")
 
 #: tables whose entries carry the configuration version, per role
 VERSIONED = {"ocs": ("OcsIngress.slice_of_phase", "OcsIngress.circuit"),
-             "tor": ("TorIngress.slot_of_phase", "TorIngress.timeflow")}
+             "tor": ("TorIngress.slot_of_phase", "TorIngress.timeflow", "TorIngress.tdn_of_slot")}
 CLOCK = {"ocs": "OcsIngress.clock", "tor": "TorIngress.clock"}
 #: the old version's entries are deleted GC_BATCH at a time, GC_PAUSE_S apart
 GC_BATCH = 32

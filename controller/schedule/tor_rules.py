@@ -14,11 +14,13 @@ import ipaddress
 
 from controller.p4runtime.entities import Exact, Lpm, Range, TableRule
 from controller.schedule.model import Schedule
+from controller.schedule.tdn import tdn_of_slots
 from controller.schedule.timeflow import slots, timeflow
 from controller.topology.model import Topology
 from controller.topology.optical import rack_prefix, tor_uplink_port
 
-__all__ = ["CLOCK", "FLIP", "SCHEDULED_TABLES", "SLOT_OF_PHASE", "TIMEFLOW", "TIMEFLOW_FLIP", "tor_clock_rule",
+__all__ = ["CLOCK", "FLIP", "SCHEDULED_TABLES", "SLOT_OF_PHASE", "TDN_OF_SLOT", "TIMEFLOW", "TIMEFLOW_FLIP",
+           "tor_clock_rule",
            "tor_flip_rules", "tor_schedule_rules", "tor_static_rules", "tor_timeflow_rules"]
 
 CLOCK = "TorIngress.clock"
@@ -26,8 +28,9 @@ FLIP = "TorIngress.flip"
 SLOT_OF_PHASE = "TorIngress.slot_of_phase"
 TIMEFLOW = "TorIngress.timeflow"
 TIMEFLOW_FLIP = "TorIngress.timeflow_flip"
+TDN_OF_SLOT = "TorIngress.tdn_of_slot"
 #: the tables a schedule fills (cleared before another schedule is installed)
-SCHEDULED_TABLES = (CLOCK, FLIP, SLOT_OF_PHASE, TIMEFLOW, TIMEFLOW_FLIP)
+SCHEDULED_TABLES = (CLOCK, FLIP, SLOT_OF_PHASE, TIMEFLOW, TIMEFLOW_FLIP, TDN_OF_SLOT)
 
 
 def _mac(text: str) -> int:
@@ -95,7 +98,8 @@ def tor_schedule_rules(topo: Topology, schedule: Schedule, name: str, *, routing
 
 def tor_timeflow_rules(topo: Topology, schedule: Schedule, name: str, *, routing: str = "direct",
                        version: int = 0, margin_us: int = 0) -> list[TableRule]:
-    """The slot windows and time-flow entries of ToR ``name`` under ``version``, sending
+    """The slot windows, the TDN of each slot (TDTCP) and the time-flow entries of ToR
+    ``name`` under ``version``, sending
     nothing in the first and the last ``margin_us`` of a day."""
     grid = slots(schedule, margin_us)
     rack = _rack(name)
@@ -106,6 +110,8 @@ def tor_timeflow_rules(topo: Topology, schedule: Schedule, name: str, *, routing
                              "meta.phase_us": Range(k * grid.slot_us, (k + 1) * grid.slot_us - 1)},
                             "TorIngress.set_slot", {"slot": k, "start_us": k * grid.slot_us}, priority=1)
                   for k in range(grid.count)]
+    rules += [TableRule(TDN_OF_SLOT, {"meta.version": Exact(version), "meta.slot": Exact(k)}, "TorIngress.set_tdn",
+                        {"tdn": tdn}) for k, tdn in enumerate(tdn_of_slots(schedule, margin_us))]
     for e in timeflow(schedule, routing, margin_us):
         if e.tor != rack:
             continue

@@ -456,6 +456,28 @@ TOR_FLIPPED = Program("tor_switch_flipped", artifact="tor_switch", home=0, rules
          "TorIngress.unclocked", {"version": 1, "hold": 0}, priority=1),
 ), packets=_TOR_FRAMES[:5])
 
+def _notify_host(port: int, host: int) -> Rule:
+    return Rule("TorEgress.notify_host", {"standard_metadata.egress_port": str(port)}, "TorEgress.notification",
+                {"dmac": f"02:c8:00:00:00:0{host}", "smac": "02:5f:00:00:01:00", "dst": f"10.200.0.{host}",
+                 "src": "10.200.0.254"})
+
+
+#: TDTCP: an unclocked ToR whose one slot is TDN 3 announces it, once, to the two hosts of
+#: its clone session (ports 1 and 2) with the first packet for another rack: ICMP type 7,
+#: code 0, byte 0 of the rest-of-header 3; the second packet finds TDN 3 announced already.
+#: Port 4 has no host entry: a replica there is dropped.
+TOR_TDN_NOTIFY = Program("tor_switch_tdn_notify", artifact="tor_switch", home=0, rules=(
+    *_TOR_STATIC, *_TOR_TIMEFLOW,
+    Rule("TorIngress.tdn_of_slot", {"meta.version": "0", "meta.slot": "0"}, "TorIngress.set_tdn", {"tdn": 3}),
+    Rule("TorIngress.notify", {}, "TorIngress.notify_via", {"session": 9}, default=True),
+    _notify_host(1, 1), _notify_host(2, 2),
+), clone_sessions=((9, ((1, 1), (2, 1), (4, 1))),), packets=(
+    ("own-host-no-trigger", 3, ip_frame("10.200.0.1")),
+    ("first-remote-announces", 1, ip_frame("10.200.1.7")),
+    ("second-remote-silent", 1, ip_frame("10.200.1.8")),
+))
+
 PROGRAMS = (ARITH, MATCHING, PARSING, REPLICATION, HASHING, STATEFUL, SELECTORS, VARBIT,
             DIRECT_METER, RAIL_MIRROR, OCS_PINNED, OCS_CLOCKED, OCS_NIGHT, OCS_FLIPPED, TOR_TIMEFLOW,
-            TOR_BEFORE_EPOCH, TOR_BEFORE_EPOCH_NO_HOLD, TOR_CUT_PASSED, TOR_CUT_AHEAD, TOR_FLIPPED)
+            TOR_BEFORE_EPOCH, TOR_BEFORE_EPOCH_NO_HOLD, TOR_CUT_PASSED, TOR_CUT_AHEAD, TOR_FLIPPED,
+            TOR_TDN_NOTIFY)
