@@ -101,6 +101,16 @@ def main(argv: list[str]) -> int:
         rows.append(_row(f"packets lost, path moved under 1,000 packets/s ({rc_py['runs']} runs)", "packets",
                          rc_py["lost_total"], rc_bm["lost_total"] if rc_bm else None,
                          "0 (BMv2: no calendar queue, the guard's packets drop)"))
+        print("[bench] TDTCP: notification latency (ticks only, 20 ms TDNs) ...", flush=True)
+        from bench import tdtcp_bench
+
+        nl_py = tdtcp_bench.notification_latency("python")
+        nl_bm = tdtcp_bench.notification_latency("bmv2") if have_bmv2 else None
+        for q in ("p50", "p99"):
+            rows.append(_row(f"TDN change to the host's ICMP type 7, {q}", "us", nl_py[f"{q}_us"],
+                             nl_bm[f"{q}_us"] if nl_bm else None, "< one TDN day (20,000 us)"))
+        rows.append(_row(f"TDN changes announced, of {nl_py['changes']}", "changes", nl_py["notified"],
+                         nl_bm["notified"] if nl_bm else None, "all"))
         print("[bench] calendar queues: rack 0 -> rack 1 through a strobe ...", flush=True)
         for cq in (False, True):
             ce = schedule_bench.calendar_effect(cq)
@@ -129,6 +139,12 @@ def main(argv: list[str]) -> int:
                          mp_bm["on"] if mp_bm else None, "report"))
         rows.append(_row("process mode, mirroring on / off", "x", mp_py["ratio"],
                          mp_bm["ratio"] if mp_bm else None, "report"))
+    print("[bench] TDTCP transport vs kernel TCP over loopback ...", flush=True)
+    from bench import tdtcp_bench as _tdtcp
+
+    tv = _tdtcp.transport_vs_kernel_tcp(5.0 if args.quick else 20.0)
+    rows.append(_row("TDTCP transport goodput / kernel TCP's, loopback, 1444-byte segments", "x", tv["ratio"], None,
+                     "report (Python: ~15 us per segment)"))
     print("[bench] P4Runtime start-up and writes ...", flush=True)
     su_py = p4runtime_bench.startup("python", 2 if args.quick else 5)
     su_bm = p4runtime_bench.startup("bmv2", 2 if args.quick else 5) if have_bmv2 else None

@@ -28,7 +28,7 @@ from typing import Any
 
 from bench import machine
 
-__all__ = ["kernel_tcp_goodput", "tdtcp_goodput", "transport_vs_kernel_tcp"]
+__all__ = ["kernel_tcp_goodput", "notification_latency", "tdtcp_goodput", "transport_vs_kernel_tcp"]
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
@@ -124,6 +124,38 @@ def transport_vs_kernel_tcp(mb: float = 20.0, runs: int = 3, *, mss: int = 1444,
             "mss": mss, "ack_every": ack_every, "tdtcp_retransmissions": statistics.median(retx)}
 
 
+def notification_latency(target: str, seconds: float = 3.0) -> dict[str, float]:
+    """The TDTCP experiment's fabric with no traffic: the ToR's only triggers are the
+    controller's ticks. Microseconds from each TDN change (20 ms days) to a host's receipt
+    of its ICMP type 7, p50 and p99, and how many changes went unannounced."""
+    from controller.emulation import load_emulation_module
+    from controller.experiments.tdtcp import TdtcpConfig, fabric, percentile, schedule
+    from controller.experiments.tdtcp_report import notification_latencies
+    from controller.tdtcp.install import install_notifications
+    from controller.tdtcp.ticker import Ticker
+
+    fabric_net = load_emulation_module("fabric_net")
+    cfg = TdtcpConfig(target=target)
+    sched = schedule(cfg)
+    with fabric_net.EmulatedFabric(fabric(cfg), target=target, shape=False, publish=False, schedule=sched) as fab:
+        install_notifications(fab.live, {"tor0": "all", "tor1": "none"})
+        listen = fab.host("h0_0").popen([sys.executable, "-m", "workloads.tdtcp", "listen", "--seconds", str(seconds + 1)],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert listen.stderr is not None and "listening" in listen.stderr.readline()
+            with Ticker([fab.live.switch("tor0")], sched, fab.schedule_epoch_us or 0.0) as ticker:
+                time.sleep(seconds)
+            out, _ = listen.communicate(timeout=30)
+        finally:
+            if listen.poll() is None:
+                listen.kill()
+                listen.wait()
+    received = json.loads(out)["received"]
+    lat = notification_latencies([{"ticks": ticker.sent, "sender": {"icmp": {"received": received}}}])
+    return {"p50_us": percentile(lat, 0.5), "p99_us": percentile(lat, 0.99), "changes": len(ticker.sent),
+            "notified": len(lat)}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.tdtcp_bench", description=(__doc__ or "").split("\n")[0])
     p.add_argument("--mb", type=float, default=20.0)
@@ -146,3 +178,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+

@@ -5,6 +5,7 @@ Run in the hosts' namespaces::
     python -m workloads.tdtcp recv BIND_IP [--port P] [--idle S] [--wait S] [--ack-every 1|2]
     python -m workloads.tdtcp send DST_IP --bytes N [--mode tdtcp|single] [--port P]
                                    [--listen-icmp] [--stats-ms 10] [--start-at T] ...
+    python -m workloads.tdtcp listen --seconds S      # only record TDN notifications
 
 Times are ``time.monotonic()`` seconds (one clock for every namespace of the machine, the
 one a schedule's epoch is given on). The sender's document::
@@ -99,7 +100,17 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--drop-segments", type=_ints, default=frozenset(), help="drop these segments' first sending")
     s.add_argument("--loss-rate", type=float, default=0.0, help="drop each transmission with this probability")
     s.add_argument("--seed", type=int, default=0, help="seed of --loss-rate")
+    n = sub.add_parser("listen", help="record TDN notifications (ICMP type 7) for a while; needs root")
+    n.add_argument("--seconds", type=float, required=True, help="how long to listen")
     return p
+
+
+def _listen(a: argparse.Namespace) -> tuple[dict[str, Any], int]:
+    with TdnListener(lambda tdn, t: None) as listener:
+        sys.stderr.write("tdtcp listen: listening\n")
+        sys.stderr.flush()
+        time.sleep(a.seconds)
+    return {"role": "listen", **listener.stats()}, 0
 
 
 def _send(a: argparse.Namespace) -> tuple[dict[str, Any], int]:
@@ -142,6 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sys.stderr.write(f"tdtcp recv: listening on {a.bind}:{rx.port}\n")
                 sys.stderr.flush()
                 out, status = rx.run(), 0
+        elif a.role == "listen":
+            out, status = _listen(a)
         else:
             out, status = _send(a)
     except ConfigError as exc:
