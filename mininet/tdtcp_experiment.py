@@ -87,8 +87,9 @@ def _reap(procs: list[subprocess.Popen]) -> None:
 
 
 def _userspace(fab: EmulatedFabric, cfg: TdtcpConfig, mode: str, port: int) -> dict[str, Any]:
-    """One transfer with the userspace transport: what the sender and receiver report."""
-    nbytes = int(capacity_mbps(cfg) * 1e6 / 8 * cfg.seconds)
+    """One transfer of ``cfg.seconds`` with the userspace transport (as iperf3 -t: more bytes
+    than it can carry, stopped on time): what the sender and receiver report."""
+    nbytes = int(4 * capacity_mbps(cfg) * 1e6 / 8 * cfg.seconds)
     procs: list[subprocess.Popen] = []
     try:
         recv = fab.host(RECEIVER).popen([sys.executable, "-m", "workloads.tdtcp", "recv", DST, "--port", str(port),
@@ -101,16 +102,17 @@ def _userspace(fab: EmulatedFabric, cfg: TdtcpConfig, mode: str, port: int) -> d
             if time.monotonic() > deadline or recv.poll() is not None:
                 raise MlfabricError("the tdtcp receiver did not start")
         send = fab.host(SENDER).popen([sys.executable, "-m", "workloads.tdtcp", "send", DST, "--port", str(port),
-                                       "--bytes", str(nbytes), "--mode", mode, "--listen-icmp", "--stats-ms", "10"],
+                                       "--bytes", str(nbytes), "--seconds", f"{cfg.seconds:g}", "--mode", mode,
+                                       "--listen-icmp", "--stats-ms", "10"],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         procs.append(send)
         try:
-            out, err = send.communicate(timeout=cfg.seconds * 4 + 30)
+            out, err = send.communicate(timeout=cfg.seconds + 60)
         except subprocess.TimeoutExpired:
             send.kill()
             out, err = send.communicate()
             out = ""
-            err = f"gave up after {cfg.seconds * 4 + 30:.0f} s"
+            err = f"gave up after {cfg.seconds + 60:.0f} s"
         sender = json.loads(out) if out.strip() else {"error": err.strip()[-300:]}
         try:
             rout, _ = recv.communicate(timeout=30)
@@ -123,8 +125,9 @@ def _userspace(fab: EmulatedFabric, cfg: TdtcpConfig, mode: str, port: int) -> d
     delivered = conns[0].get("delivered", {"t": [], "bytes": []})
     start = sender.get("start", 0.0)
     samples = [(t - start, b) for t, b in zip(delivered["t"], delivered["bytes"], strict=True)]
-    return {"sender": sender, "samples": samples, "complete": bool(conns[0].get("complete")),
-            "goodput_mbps": goodput_mbps(samples), "error": sender.get("error")}
+    ran = not sender.get("error") and bool(sender.get("complete") or sender.get("time_limited"))
+    return {"sender": sender, "samples": samples, "complete": ran, "goodput_mbps": goodput_mbps(samples),
+            "error": sender.get("error")}
 
 
 def _cubic(fab: EmulatedFabric, cfg: TdtcpConfig, port: int) -> dict[str, Any]:

@@ -45,7 +45,7 @@ def _table(cfg: TdtcpConfig, runs: Sequence[Mapping[str, Any]]) -> tuple[str, di
              f"{cfg.gap_ms:g} ms gaps; capacity {capacity_mbps(cfg):.2f} Mb/s averaged over a cycle"
              + ("" if delays else "; waiting packets are dropped (no calendar queues)"),
              "",
-             f"{'transport':<10}{'goodput Mb/s':<16}{'of capacity':<13}{'vs single':<11}{'vs cubic':<10}{'complete':<9}"]
+             f"{'transport':<10}{'goodput Mb/s':<16}{'of capacity':<13}{'vs single':<11}{'vs cubic':<10}{'ran':<9}"]
     for t in cfg.transports:
         row = summary.get(t)
         n_all = sum(1 for r in runs if r["transport"] == t)

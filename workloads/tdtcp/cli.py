@@ -3,14 +3,14 @@
 Run in the hosts' namespaces::
 
     python -m workloads.tdtcp recv BIND_IP [--port P] [--idle S] [--wait S] [--ack-every 1|2]
-    python -m workloads.tdtcp send DST_IP --bytes N [--mode tdtcp|single] [--port P]
+    python -m workloads.tdtcp send DST_IP --bytes N [--seconds S] [--mode tdtcp|single] [--port P]
                                    [--listen-icmp] [--stats-ms 10] [--start-at T] ...
     python -m workloads.tdtcp listen --seconds S      # only record TDN notifications
 
 Times are ``time.monotonic()`` seconds (one clock for every namespace of the machine, the
 one a schedule's epoch is given on). The sender's document::
 
-    {"role": "send", "mode", "dst", "port", "conn", "bytes", "mss", "complete", "acked",
+    {"role": "send", "mode", "dst", "port", "conn", "bytes", "mss", "complete", "acked", "time_limited",
      "start", "end", "duration_s", "goodput_bps", "sha256",
      "segments_sent", "retransmissions", "timeouts", "dropped_injected", "acks", "dupacks",
      "malformed", "refused", "lost_by_ack", "lost_by_timeout", "ignored_acks",
@@ -95,6 +95,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--initial-rto-ms", type=float, default=1000.0)
     s.add_argument("--conn", type=int, help="connection id (default: random)")
     s.add_argument("--timeout", type=float, default=30.0, help="give up after this long without progress (s)")
+    s.add_argument("--seconds", type=float, default=None,
+                   help="stop after this long, done or not (a transfer of fixed length, as iperf3 -t)")
     s.add_argument("--sock-buf", type=int, default=4 << 20, help="socket buffers (bytes)")
     s.add_argument("--no-timestamps", action="store_true", help="RTT samples by Karn's rule only")
     s.add_argument("--drop-segments", type=_ints, default=frozenset(), help="drop these segments' first sending")
@@ -116,7 +118,7 @@ def _listen(a: argparse.Namespace) -> tuple[dict[str, Any], int]:
 def _send(a: argparse.Namespace) -> tuple[dict[str, Any], int]:
     cfg = SenderConfig(
         mode=a.mode, port=a.port, conn=a.conn, initial_tdn=a.initial_tdn, stats_interval=a.stats_ms / 1e3,
-        timeout=a.timeout, sock_buf=a.sock_buf, use_timestamps=not a.no_timestamps,
+        timeout=a.timeout, max_seconds=a.seconds, sock_buf=a.sock_buf, use_timestamps=not a.no_timestamps,
         congestion=CongestionConfig(mss=a.mss, initial_window=a.initial_window, min_rto=a.min_rto_ms / 1e3,
                                     initial_rto=a.initial_rto_ms / 1e3),
         loss=LossPlan(segments=a.drop_segments, rate=a.loss_rate, seed=a.seed))

@@ -40,7 +40,8 @@ class SenderConfig:
     for that long with :class:`~workloads.errors.PeerTimeout`. ``use_timestamps`` takes RTT
     samples from echoed send times (unambiguous even for retransmissions); without, Karn's
     rule applies. ``min_reo_wnd`` is the least reordering window, in seconds, before a
-    retransmission overtaken by later data is declared lost again.
+    retransmission overtaken by later data is declared lost again. ``max_seconds`` ends the
+    transfer after that long whether or not every byte was acknowledged.
     """
 
     mode: Mode = "tdtcp"
@@ -55,8 +56,12 @@ class SenderConfig:
     use_timestamps: bool = True
     dupthresh: int = 3
     min_reo_wnd: float = 0.001
+    #: stop after this many seconds, done or not (a transfer of fixed length, as iperf3 -t)
+    max_seconds: float | None = None
 
     def __post_init__(self) -> None:
+        if self.max_seconds is not None:
+            _positive("SenderConfig", "max_seconds", self.max_seconds)
         if self.mode not in MODES:
             raise ConfigError("SenderConfig", "mode", self.mode, f"must be one of {', '.join(MODES)}")
         _port("SenderConfig", self.port, allow_zero=False)

@@ -72,6 +72,7 @@ class Sender:
         self.sent_by_tdn = collections.Counter[int]()
         self.start: float | None = None
         self.end: float | None = None
+        self.stopped_at_limit = False  # max_seconds ran out before every byte was acknowledged
 
     # -- called from other threads ---------------------------------------------------------
     def set_tdn(self, tdn: int, *, source: str = "api", received: float | None = None) -> None:
@@ -112,8 +113,12 @@ class Sender:
         cfg = self.config
         start = self.start = time.monotonic()
         progress = next_sample = start
+        limit = None if cfg.max_seconds is None else start + cfg.max_seconds
         while not self.sb.done:
             now = time.monotonic()
+            if limit is not None and now >= limit:
+                self.stopped_at_limit = True
+                break
             self._apply_tdn_changes(now)
             if self._deadline is not None and now >= self._deadline:
                 self._on_timeout(now)
@@ -261,7 +266,7 @@ class Sender:
         return {
             "role": "send", "mode": self.config.mode, "dst": self.dst, "port": self.config.port,
             "conn": self.conn, "bytes": self.total, "mss": self.config.congestion.mss,
-            "complete": self.sb.done, "acked": self.sb.snd_una,
+            "complete": self.sb.done, "acked": self.sb.snd_una, "time_limited": self.stopped_at_limit,
             "start": start, "end": end, "duration_s": duration, "goodput_bps": self.sb.snd_una * 8 / duration,
             "sha256": hashlib.sha256(self.payload).hexdigest(),
             "segments_sent": c["segments_sent"], "retransmissions": c["retransmissions"],
