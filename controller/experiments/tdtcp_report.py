@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -64,13 +65,22 @@ def _table(cfg: TdtcpConfig, runs: Sequence[Mapping[str, Any]]) -> tuple[str, di
     return "\n".join(lines), summary
 
 
+def _shade_tdns(ax: Any, cfg: TdtcpConfig, start_s: float, epoch_us: float, length_s: float) -> None:
+    """Colour ``ax``'s x axis (seconds from ``start_s`` on the monotonic clock) by the TDN."""
+    step = 0.001
+    for k in range(int(length_s / step)):
+        tdn = tdn_at(cfg, (start_s + k * step) * 1e6 - epoch_us)
+        if tdn is not None:
+            ax.axvspan(k * step, (k + 1) * step, color="tab:green" if tdn == 0 else "tab:orange", alpha=0.08, lw=0)
+
+
 def _plot(cfg: TdtcpConfig, runs: Sequence[Mapping[str, Any]], path: Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7))
+    fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(10, 10))
     first = [r for r in runs if r["rep"] == 0]
     for r in first:
         samples = r["samples"]
@@ -83,27 +93,42 @@ def _plot(cfg: TdtcpConfig, runs: Sequence[Mapping[str, Any]], path: Path) -> Pa
     top.set_ylabel("MB delivered in order")
     top.set_title("delivered over time per transport, first repetition (slope: goodput)")
     top.legend(loc="upper left", fontsize=8)
+    window_s = 0.3
     tdtcp = next((r for r in first if r["transport"] == "tdtcp"), None)
     if tdtcp is not None:
+        epoch = tdtcp["epoch_us"]
         timeline = (tdtcp.get("sender") or {}).get("timeline") or {}
         ts = timeline.get("t", [])
         if ts:
             mid = ts[len(ts) // 2]
-            window = [i for i, t in enumerate(ts) if mid <= t <= mid + 0.3]
+            window = [i for i, t in enumerate(ts) if mid <= t <= mid + window_s]
             for tdn, series in sorted((timeline.get("tdn") or {}).items()):
                 bottom.plot([ts[i] - mid for i in window], [series["cwnd"][i] / 1000 for i in window],
                             label=f"cwnd of TDN {tdn}")
-            epoch = tdtcp["epoch_us"]
-            step = 0.001
-            k = 0.0
-            while k < 0.3:
-                tdn = tdn_at(cfg, (mid + k) * 1e6 - epoch)
-                if tdn is not None:
-                    bottom.axvspan(k, k + step, color="tab:green" if tdn == 0 else "tab:orange", alpha=0.08, lw=0)
-                k += step
+            # what each userspace sender had acknowledged, 10 ms apart, in a stretch of its own
+            # transfer at the same phase of the TDN cycle (kernel CUBIC is sampled every 100 ms
+            # only: not shown)
+            for r in first:
+                line = (r.get("sender") or {}).get("timeline") or {}
+                if r["transport"] == "cubic" or not line.get("t"):
+                    continue
+                begin = r["sender"]["start"] + (mid - tdtcp["sender"]["start"])
+                # the same phase of the TDN cycle as the TDTCP sender's stretch (same epoch)
+                cycle_s = 2 * cfg.period_us / 1e6
+                begin += ((mid * 1e6 - epoch) - (begin * 1e6 - r["epoch_us"])) / 1e6 % cycle_s
+                pts = [(t - begin, a) for t, a in zip(line["t"], line["acked"], strict=True)
+                       if begin <= t <= begin + window_s]
+                rates = [(t1, (a1 - a0) * 8 / (t1 - t0) / 1e6) for (t0, a0), (t1, a1) in itertools.pairwise(pts)
+                         if t1 > t0]
+                middle.step([t for t, _ in rates], [g for _, g in rates], where="pre", label=r["transport"])
+            for ax in (middle, bottom):
+                _shade_tdns(ax, cfg, mid, epoch, window_s)
+            middle.set_ylabel("acknowledged, Mb/s (10 ms)")
+            middle.set_title(f"goodput, {window_s:g} s mid-transfer, with the TDNs (first repetition)")
+            middle.legend(loc="upper right", fontsize=8)
             bottom.set_xlabel("seconds (green: TDN 0 fast, orange: TDN 1 slow, white: gap)")
             bottom.set_ylabel("KB")
-            bottom.set_title("per-TDN congestion windows of the TDTCP sender, 0.3 s mid-transfer")
+            bottom.set_title("per-TDN congestion windows of the TDTCP sender, same stretch")
             bottom.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
