@@ -72,7 +72,7 @@ def test_two_megabytes_arrive_in_order_despite_injected_loss() -> None:
 def test_a_time_limited_transfer_stops_on_time_with_what_it_delivered_in_order() -> None:
     """``max_seconds`` (``--seconds``): a fixed-length transfer, as iperf3 -t."""
     total = 30_000_000  # far more than 0.05 s can carry (about 4 MB over loopback)
-    stats, rx, got = transfer(total, SenderConfig(congestion=PLAIN, max_seconds=0.05))
+    stats, _rx, got = transfer(total, SenderConfig(congestion=PLAIN, max_seconds=0.05))
     assert stats["time_limited"] and not stats["complete"]
     assert 0.05 <= stats["duration_s"] < 5
     assert 0 < len(got) < total and got == pattern(total)[:len(got)]
