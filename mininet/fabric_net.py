@@ -28,6 +28,7 @@ from controller.errors import EmulationError
 from controller.install import InstallOptions, install_fabric
 from controller.netstate import NetRecord
 from controller.readiness import free_tcp_port
+from controller.routing.topoopt_routes import host_commands
 from controller.schedule.install import ClockReport, install_schedule
 from controller.schedule.model import Schedule
 from controller.topology import dump_topology, require_valid
@@ -192,6 +193,7 @@ class EmulatedFabric:
         for h in topo.hosts:
             for nic in h.nics:
                 by_rail.setdefault(nic.rail, []).append((h.name, nic.address, nic.mac))
+        topoopt_host_commands = host_commands(topo) if topo.kind == "topoopt" else {}
         for h in topo.hosts:
             node = self.net.get(h.name)
             cmds = []
@@ -205,6 +207,8 @@ class EmulatedFabric:
             cmds += static_arp_commands(arp)
             if self.source_routing:
                 cmds += self._rail_source_routes(h)
+            if topo.kind == "topoopt":  # host-based forwarding over the one-way circuits
+                cmds += topoopt_host_commands[h.name]
             run_batch(node, cmds)
 
     def _rail_source_routes(self, host) -> list[str]:

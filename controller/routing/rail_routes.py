@@ -150,5 +150,9 @@ def compile_fabric(topo: Topology) -> dict[str, SwitchRules]:
                                   f"an optical fabric's {sw.role} runs {want or 'tor_switch or circuit_switch'}")
         return {s.name: SwitchRules(s.name, s.program, tuple(tor_static_rules(topo, s.name) if s.role == "tor" else ()))
                 for s in topo.switches}
+    if topo.kind == "topoopt":  # circuits pinned once per job; the servers forward (host_commands)
+        from controller.routing.topoopt_routes import circuit_rules
+
+        return {s.name: SwitchRules(s.name, s.program, tuple(circuit_rules(topo, s.name))) for s in topo.switches}
     fab = _Fabric(topo)
     return {s.name: compile_switch(topo, s.name, fab) for s in topo.switches}

@@ -15,9 +15,10 @@ from collections import deque
 from dataclasses import dataclass
 
 from controller.errors import ConfigError
+from controller.p4runtime.entities import TableRule
 from controller.topology.model import Topology
 
-__all__ = ["HostRoute", "compile_host_routes", "walk"]
+__all__ = ["HostRoute", "circuit_rules", "compile_host_routes", "host_commands", "walk"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,3 +82,58 @@ def walk(routes: dict[int, list[HostRoute]], src: int, dst: int) -> list[int]:
             raise ConfigError("<routes>", f"{src}->{dst}", path, "routing loop")
         path.append(table[path[-1]][dst].next_hop)
     return path
+
+
+def circuit_rules(topo: Topology, ocs: str) -> list[TableRule]:
+    """The pinned circuits of circuit switch ``ocs{i}`` (TopoOpt's one-shot configuration):
+    server ``s``'s transmit fiber on port ``s + 1`` goes to port ``s + delta_i + 1``.
+
+    >>> from controller.topology import topoopt
+    >>> [(r.match["standard_metadata.ingress_port"].value, r.params["port"])
+    ...  for r in circuit_rules(topoopt(8, 2), "ocs1")][:3]
+    [(1, 4), (2, 5), (3, 6)]
+    """
+    from controller.schedule.generators import one_shot
+    from controller.schedule.ocs_rules import circuit_switch_rules
+
+    sw = topo.switch(ocs)
+    if sw.program != "circuit_switch":
+        raise ConfigError(topo.name, f"switch {ocs}", sw.program, "a TopoOpt fabric's circuit switches run circuit_switch")
+    n = len(topo.hosts)
+    strides = list(topo.params["strides"])  # type: ignore[call-overload]
+    i = int(ocs.removeprefix("ocs"))
+    port_of = {peer.node: port for port, peer in topo.switch_ports(ocs).items()}
+    ports = [port_of[f"s{s}"] for s in range(n)]
+    return circuit_switch_rules(one_shot([tuple((s + strides[i]) % n for s in range(n))], name=topo.name), 0,
+                                ports=ports)
+
+
+def host_commands(topo: Topology) -> dict[str, list[str]]:
+    """The kernel set-up of every server for host-based forwarding (pure: ``ip`` and
+    ``sysctl`` commands per host): forward packets, do not drop asymmetric ones (a reply
+    takes other circuits than its request), and for every address of every other server a
+    /32 route through the first hop's NIC, with that hop's MAC pinned (circuits are one-way,
+    so ARP cannot be answered back over them).
+
+    >>> from controller.topology import topoopt
+    >>> cmds = host_commands(topoopt(8, 2))["s0"]
+    >>> [c for c in cmds if "10.100.0.3/32" in c]
+    ['ip route replace 10.100.0.3/32 via 10.100.0.2 dev s0-eth0 onlink']
+    """
+    routes = compile_host_routes(topo)
+    n = len(topo.hosts)
+    out: dict[str, list[str]] = {}
+    for s in range(n):
+        host = topo.host(f"s{s}")
+        cmds = ["sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0"]
+        cmds += [f"sysctl -qw net.ipv4.conf.{host.name}-{nic.name}.rp_filter=0" for nic in host.nics]
+        hops = set()
+        for r in routes[s]:
+            nic = f"eth{r.nic}"
+            via = topo.host(f"s{r.next_hop}").nic(nic)
+            hops.add((via.address, via.mac, f"{host.name}-{nic}"))
+            for addr in topo.host(f"s{r.destination}").nics:
+                cmds.append(f"ip route replace {addr.address}/32 via {via.address} dev {host.name}-{nic} onlink")
+        cmds += [f"ip neigh replace {ip} lladdr {mac} dev {dev} nud permanent" for ip, mac, dev in sorted(hops)]
+        out[host.name] = cmds
+    return out

@@ -27,7 +27,12 @@ def _positions(topo: Topology) -> dict[str, tuple[float, float]]:
 
 
 def draw_topology(topo: Topology, path: str | Path, *, max_hosts: int = 256) -> Path:
-    """Write a PNG of ``topo`` to ``path``; large fabrics are drawn up to ``max_hosts`` servers."""
+    """Write a PNG of ``topo`` to ``path``; large fabrics are drawn up to ``max_hosts`` servers.
+    A TopoOpt fabric is drawn as its direct-connect graph instead."""
+    if topo.kind == "topoopt":
+        from controller.topology.draw_direct import draw_direct_connect
+
+        return draw_direct_connect(topo, path)
     import matplotlib
 
     matplotlib.use("Agg")

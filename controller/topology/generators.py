@@ -13,7 +13,7 @@ import math
 
 from controller.errors import ConfigError
 from controller.topology.model import Endpoint, Host, Link, Nic, Switch, Topology
-from controller.topology.totient import diameter, ring_strides
+from controller.topology.totient import diameter, ring_strides, totient_candidates
 from controller.topology.validate import MAX_PORT
 
 __all__ = [
@@ -206,9 +206,14 @@ def topoopt(n: int, d: int, *, rate_mbps: float | None = 100.0, program: str = "
     ([1, 3], 2)
     """
     if n < 3:
-        raise _bad("n", n, "need at least 3 servers")
+        raise _bad("--servers", n, "a TopoOpt fabric needs at least 3 servers")
     if d < 1:
-        raise _bad("d", d, "degree must be >= 1")
+        raise _bad("--degree", d, "must be >= 1")
+    usable = len(totient_candidates(n))
+    if d > usable:
+        need = next(m for m in range(n + 1, 100 * d + 10) if len(totient_candidates(m)) >= d)
+        raise _bad("--degree", d, f"needs at least {need} servers: {n} servers have {usable} distinct ring "
+                                  f"strides (coprime with {n}, up to {n // 2})")
     strides = ring_strides(n, d)
     hosts = []
     for s in range(n):

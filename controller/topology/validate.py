@@ -14,11 +14,21 @@ from collections import Counter
 from controller.errors import ConfigError
 from controller.topology.model import Topology
 
-__all__ = ["MAX_PORT", "check_topology", "require_valid"]
+__all__ = ["KINDS", "MAX_PORT", "check_topology", "project_programs", "require_valid"]
+
+#: the kinds of fabric the controller compiles rules for (``custom``: hand-written)
+KINDS = ("rail-only", "rail-fat-tree", "optical", "topoopt", "custom")
 
 #: switch data ports are 1..509: 510 is the CPU port, 511 BMv2's drop port
 MAX_PORT = 509
 _MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
+
+
+def project_programs() -> tuple[str, ...]:
+    """The P4 programs a switch of a topology may run: ``p4src/*.p4``."""
+    from controller.p4build import PROGRAM_DIRS
+
+    return tuple(sorted(p.stem for p in PROGRAM_DIRS[0].glob("*.p4")))
 
 
 def check_topology(topo: Topology, file: str = "<topology>") -> list[ConfigError]:
@@ -26,6 +36,13 @@ def check_topology(topo: Topology, file: str = "<topology>") -> list[ConfigError
 
     def err(key: str, value: object, problem: str) -> None:
         errors.append(ConfigError(file, key, value, problem))
+
+    if topo.kind not in KINDS:
+        err("kind", topo.kind, f"is not a kind of fabric mlfabric knows ({', '.join(KINDS)})")
+    programs = project_programs()
+    for i, s in enumerate(topo.switches):
+        if s.program not in programs:
+            err(f"switches[{i}].program", s.program, f"is no program in p4src/ ({', '.join(programs)})")
 
     names = Counter([h.name for h in topo.hosts] + [s.name for s in topo.switches])
     for name, n in names.items():

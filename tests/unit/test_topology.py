@@ -96,7 +96,7 @@ def test_rail_only_rejects_a_spine_across_rails() -> None:
 
 
 def test_generated_fabrics_are_valid() -> None:
-    for topo in (rail_only(4, 4), rail_only(64, 8, radix=16), rail_fat_tree(8, 4, spines=4), topoopt(12, 3)):
+    for topo in (rail_only(4, 4), rail_only(64, 8, radix=16), rail_fat_tree(8, 4, spines=4), topoopt(16, 3)):
         assert check_topology(topo) == [], topo.name
 
 
@@ -155,3 +155,45 @@ def test_topoopt_host_routes_reach_every_server_within_the_path_length(n: int, d
             assert len(path) - 1 == r.hops
             # every hop follows one of the circuits: a forward stride
             assert all((b - a) % n in strides for a, b in itertools.pairwise(path))
+
+
+def test_topoopt_options_it_cannot_honour_are_refused_by_their_own_name() -> None:
+    with pytest.raises(ConfigError, match=r"--degree: needs at least 41 servers: 4 servers have 1 distinct"):
+        topoopt(4, 20)
+    with pytest.raises(ConfigError, match="--servers"):
+        topoopt(2, 1)
+    with pytest.raises(ConfigError, match="--degree"):
+        topoopt(8, 0)
+    assert len(topoopt(41, 20).switches) == 20  # the smallest fabric that has 20 strides
+
+
+def test_check_rejects_a_program_p4src_does_not_hold_and_an_unknown_kind() -> None:
+    import dataclasses
+
+    topo = topoopt(8, 2)
+    bad = dataclasses.replace(topo, kind="mesh",
+                              switches=tuple(dataclasses.replace(s, program="ocs_switch") for s in topo.switches))
+    problems = [str(e) for e in check_topology(bad, "t.yaml")]
+    assert any("kind: is not a kind of fabric mlfabric knows" in p and "'mesh'" in p for p in problems)
+    assert sum("switches[" in p and "is no program in p4src/" in p and "'ocs_switch'" in p for p in problems) == 2
+    assert check_topology(topo) == []
+
+
+def test_a_topoopt_fabric_is_drawn_as_its_circuits(tmp_path) -> None:
+    from controller.topology.draw import draw_topology
+
+    out = draw_topology(topoopt(16, 3), tmp_path / "t.png")
+    assert out.stat().st_size > 10_000
+
+
+def test_a_topoopt_fabric_compiles_to_pinned_strides_and_host_routes() -> None:
+    from controller.routing import compile_fabric
+    from controller.routing.topoopt_routes import host_commands
+
+    topo = topoopt(8, 2)
+    rules = compile_fabric(topo)
+    circuits = {(r.match["standard_metadata.ingress_port"].value, r.params["port"]) for r in rules["ocs1"].rules}
+    assert circuits == {(s + 1, (s + 3) % 8 + 1) for s in range(8)}  # stride 3, one-way
+    cmds = host_commands(topo)
+    assert all(c.count("ip route replace") == 0 or "onlink" in c for c in cmds["s3"])
+    assert sum("ip route replace" in c for c in cmds["s3"]) == 7 * 2  # every address of every other server
