@@ -152,9 +152,8 @@ def _table(cfg: TopoOptConfig, rows: list[dict[str, Any]]) -> tuple[str, list[di
         paper = f"{e['tax_paper']:.2f}" if e["tax_paper"] else "-"
         lines.append(f"{e['degree']:<3}{e['strides']!s:<16}{pair(e, 'allreduce'):<44}{pair(e, 'alltoall'):<44}"
                      f"{tm:.2f}±{tsd:.2f}{'':<5}{e['tax_expected']:<8.2f}{paper:<6}")
-    lines += ["", "tax: datagrams the circuits carried over datagrams the servers originated during all-to-all "
-              "(frames the servers' NICs sent over those they originated, ACKs included); routes: the mean compiled "
-              "route length, what uniform all-to-all must give;",
+    lines += ["", "tax measured: frames the servers' NICs sent over the frames they originated, during all-to-all, "
+              "ACKs included; routes: the mean compiled route length, which uniform all-to-all must give;",
               "paper (TopoOpt, NSDI'23): 1.11 at d=4, 1.05 at d=8, over whole training iterations whose all-reduce "
               "rides the direct rings, with circuits usable both ways."]
     return "\n".join(lines), summary
