@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 TARGET ?= $(or $(MLFABRIC_TARGET),python)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run run-smoke run-rail-only run-checkmate run-rotor run-tdtcp model-rail-only test test-unit test-target test-emulation p4 bench lint typecheck doctor clean-net clean
+.PHONY: help setup run run-smoke run-rail-only run-checkmate run-rotor run-tdtcp run-topoopt model-rail-only test test-unit test-target test-emulation p4 bench lint typecheck doctor clean-net clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -29,6 +29,9 @@ run-rotor: setup ## round-robin optical fabric: throughput vs slice/duty cycle, 
 
 run-tdtcp: setup ## TDTCP: per-TDN transport vs one shared state vs kernel CUBIC across alternating fast/slow TDNs
 	@$(MLFABRIC) experiment run tdtcp --target $(TARGET) $(EXPERIMENT_ARGS)
+
+run-topoopt: setup ## TopoOpt direct-connect vs fat-tree: collectives and the bandwidth tax of host forwarding
+	@$(MLFABRIC) experiment run topoopt --target $(TARGET) $(EXPERIMENT_ARGS)
 
 model-rail-only: setup ## the analytical cost/power and iteration-time model: tables and plots in results/
 	@$(MLFABRIC) experiment model rail-only

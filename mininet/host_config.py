@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["prepare_commands", "prepare_host", "run_batch", "set_static_arp", "static_arp_commands"]
+__all__ = ["chunks", "prepare_commands", "prepare_host", "run_batch", "set_static_arp", "static_arp_commands"]
 
 
 def prepare_commands(intfs: Iterable[str]) -> list[str]:
@@ -31,9 +31,31 @@ def static_arp_commands(entries: Iterable[tuple[str, str, str]]) -> list[str]:
     return [f"ip neigh replace {ip} lladdr {mac} dev {intf} nud permanent" for ip, mac, intf in entries]
 
 
+#: a Mininet host's shell reads from a terminal, whose line discipline truncates a line
+#: at 4,095 characters: longer batches are sent a chunk of lines at a time
+MAX_LINE = 3000
+
+
+def chunks(cmds: list[str], limit: int = MAX_LINE) -> list[str]:
+    """``cmds`` joined with ``; `` into lines no longer than ``limit`` (a longer command
+    goes alone).
+
+    >>> chunks(["a" * 5, "b" * 5, "c" * 5], limit=12)
+    ['aaaaa; bbbbb', 'ccccc']
+    """
+    out: list[str] = []
+    for cmd in cmds:
+        if out and len(out[-1]) + 2 + len(cmd) <= limit:
+            out[-1] += "; " + cmd
+        else:
+            out.append(cmd)
+    return out
+
+
 def run_batch(host, cmds: list[str]) -> str:
-    """Run commands in the host's shell in one round trip; ``;`` keeps going after a failure."""
-    return host.cmd("; ".join(cmds)) if cmds else ""
+    """Run commands in the host's shell, as few round trips as its terminal allows; ``;``
+    keeps going after a failure."""
+    return "".join(host.cmd(line) for line in chunks(cmds))
 
 
 def prepare_host(host) -> None:

@@ -76,7 +76,7 @@ def _experiment(args: argparse.Namespace) -> int:
     from controller.emulation import run_emulation_module
 
     modules = {"rail-only": "rail_experiment", "checkmate": "checkmate_experiment",
-               "rotor": "rotor_experiment", "tdtcp": "tdtcp_experiment"}
+               "rotor": "rotor_experiment", "tdtcp": "tdtcp_experiment", "topoopt": "topoopt_experiment"}
     return run_emulation_module(modules[args.name], _passed_on(args.rest))
 
 
@@ -170,9 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
                "          mlfabric experiment run checkmate --repetitions 5 --loss-rate 0.01\n"
                "          mlfabric experiment run rotor --target bmv2 --slices-ms 16,32,64 --duty-cycles 0.8,0.5\n"
                "          mlfabric experiment run tdtcp --day-ms 20 --fast 16/500 --slow 2/2500\n"
+               "          mlfabric experiment run topoopt --servers 16 --degrees 2,3,4\n"
                "          mlfabric experiment run rail-only -- --help",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    er.add_argument("name", choices=("rail-only", "checkmate", "rotor", "tdtcp"))
+    er.add_argument("name", choices=("rail-only", "checkmate", "rotor", "tdtcp", "topoopt"))
     er.add_argument("rest", nargs=argparse.REMAINDER, help="the experiment's own options")
     er.set_defaults(func=_experiment)
     em = esub.add_parser("model", help="the analytical cost/power and iteration-time model, tables and plots",

@@ -197,3 +197,15 @@ def test_a_topoopt_fabric_compiles_to_pinned_strides_and_host_routes() -> None:
     cmds = host_commands(topo)
     assert all(c.count("ip route replace") == 0 or "onlink" in c for c in cmds["s3"])
     assert sum("ip route replace" in c for c in cmds["s3"]) == 7 * 2  # every address of every other server
+
+
+def test_the_topoopt_experiment_predicts_the_tax_from_the_routes_and_refuses_bad_degrees() -> None:
+    from controller.experiments.topoopt import TopoOptConfig, expected_tax, fabrics
+
+    assert expected_tax(topoopt(8, 2)) == 2.0  # one-way strides 1, 3: 1,2,1,2,3,2,3 circuits
+    assert expected_tax(topoopt(16, 4)) < expected_tax(topoopt(16, 2))  # more strides, shorter routes
+    topo, tree = fabrics(TopoOptConfig(servers=16, degrees=(3,)), 3)
+    hosts = {lk.rate_mbps for lk in tree.links if not tree.is_switch(lk.a.node) or not tree.is_switch(lk.b.node)}
+    assert topo.params["strides"] == [1, 3, 7] and hosts == {30.0}  # one NIC of 3 x 10 Mb/s
+    with pytest.raises(ConfigError, match="--degree"):
+        TopoOptConfig(servers=8, degrees=(3,))
