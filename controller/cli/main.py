@@ -109,6 +109,18 @@ def _fabric_status(args: argparse.Namespace) -> int:
 
 def _model(args: argparse.Namespace) -> int:
     from controller.experiments.results import new_results_dir
+
+    if args.name == "topoopt":
+        from controller.models.topoopt_report import write_topoopt_report
+
+        out = args.out or new_results_dir("topoopt-model")
+        out.mkdir(parents=True, exist_ok=True)
+        written = write_topoopt_report(out)
+        for name, path in written.items():
+            print(f"{name}: {path}")
+        print()
+        print(written["table"].read_text())
+        return 0
     from controller.models.report import write_report
 
     out = args.out or new_results_dir("rail-only-model")
@@ -178,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     er.set_defaults(func=_experiment)
     em = esub.add_parser("model", help="the analytical cost/power and iteration-time model, tables and plots",
                          epilog="example: mlfabric experiment model rail-only --out results/model")
-    em.add_argument("name", choices=("rail-only",))
+    em.add_argument("name", choices=("rail-only", "topoopt"))
     em.add_argument("--out", type=Path, default=None)
     em.set_defaults(func=_model)
 
