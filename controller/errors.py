@@ -32,7 +32,17 @@ class ConfigError(MlfabricError):
 
     def __init__(self, file: str, key: str, value: Any, problem: str) -> None:
         self.file, self.key, self.value, self.problem = file, key, value, problem
-        super().__init__(f"{file}: {key}: {problem} (got {value!r})")
+        super().__init__(f"{file}: {key}: {problem}" + ("" if value is None else f" (got {_short(value)})"))
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters: an error line never carries a whole file.
+
+    >>> _short("x" * 100, limit=20)
+    "'xxxxxxxxxxxxxxx... (102 characters)"
+    """
+    shown = repr(value)
+    return shown if len(shown) <= limit else f"{shown[:limit - 4]}... ({len(shown)} characters)"
 
 
 class ToolchainMissing(MlfabricError):

@@ -7,6 +7,7 @@ switches the output to JSON where a subcommand has output worth scripting.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -238,11 +239,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except (MlfabricError, TargetError) as exc:
-        print(f"mlfabric: error: {exc}", file=sys.stderr)
-        return 1
+        return _fail(args, str(exc))
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):  # the reader went away (| head): not an error of ours
+            _silence_stdout()
+            return 0
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(args, f"{where}{exc.strerror or exc}")
     except KeyboardInterrupt:
         print("mlfabric: interrupted", file=sys.stderr)
         return 130
+
+
+def _fail(args: argparse.Namespace, message: str) -> int:
+    """One line on stderr; with ``--json``, also a JSON document on stdout."""
+    print(f"mlfabric: error: {message}", file=sys.stderr)
+    if getattr(args, "json", False):
+        with contextlib.suppress(BrokenPipeError):
+            print(json.dumps({"ok": False, "error": message}))
+    return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush raises nothing."""
+    import os
+
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":

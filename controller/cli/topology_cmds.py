@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from controller.cli.output import emit, format_table
+from controller.errors import ConfigError
 from controller.topology import (
     check_topology,
     dump_topology,
@@ -102,9 +103,17 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+#: what ``topology draw -o`` writes (matplotlib's formats a reader opens)
+DRAW_FORMATS = (".png", ".pdf", ".svg")
+
+
 def _draw(args: argparse.Namespace) -> int:
     from controller.topology.draw import draw_topology
 
+    suffix = Path(args.output).suffix.lower()
+    if suffix not in DRAW_FORMATS:
+        raise ConfigError("<topology draw>", "-o", str(args.output),
+                          f"draws {', '.join(DRAW_FORMATS)} files, not {suffix or 'a file without a suffix'}")
     topo = load_topology(args.file)
     out = draw_topology(topo, args.output)
     emit({"file": str(out)}, as_json=args.json, text=f"wrote {out}")

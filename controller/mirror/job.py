@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from controller.errors import ConfigError
 from controller.topology.model import Topology
 from workloads.checkmate.tagging import MAX_SESSION
@@ -152,14 +150,9 @@ def parse_job(data: Any, source: str = "<job>") -> JobSpec:
 
 def load_job(path: str | Path) -> JobSpec:
     """Read and parse a job file; any problem is one ConfigError naming the file."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise _fail(str(path), "<file>", str(path), f"cannot read: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise _fail(str(path), "<file>", str(path), f"not YAML: {exc}") from exc
-    return parse_job(data, str(path))
+    from controller.yamlfile import read_yaml
+
+    return parse_job(read_yaml(path), str(path))
 
 
 def job_to_dict(job: JobSpec) -> dict[str, Any]:

@@ -82,16 +82,9 @@ def parse_schedule(doc: Any, file: str = "<schedule>") -> Schedule:
 
 
 def load_schedule(path: str | Path) -> Schedule:
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(str(path), "<file>", str(path), f"cannot read: {exc}") from exc
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(str(path), "<file>", str(path), f"not YAML: {str(exc).splitlines()[0]}") from exc
-    return parse_schedule(doc, str(path))
+    from controller.yamlfile import read_yaml
+
+    return parse_schedule(read_yaml(path), str(path))
 
 
 def schedule_to_dict(s: Schedule) -> dict[str, Any]:

@@ -116,16 +116,9 @@ def parse_topology(doc: Any, file: str = "<topology>") -> Topology:
 
 def load_topology(path: str | Path) -> Topology:
     """Read and parse a topology file; every problem is a ConfigError naming the file."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise ConfigError(str(p), "", None, f"cannot read the file: {exc.strerror}") from exc
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(str(p), "", None, f"not valid YAML: {exc}") from exc
-    return parse_topology(doc, str(p))
+    from controller.yamlfile import read_yaml
+
+    return parse_topology(read_yaml(path), str(path))
 
 
 def topology_to_dict(topo: Topology) -> dict[str, Any]:
