@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["NetRecord", "clean_all", "state_dir"]
+__all__ = ["NetRecord", "clean_all", "interface_owner", "state_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +143,23 @@ def _owner_alive(path: Path) -> bool:
         return False
     pid = int(parts[-2])
     return pid != os.getpid() and Path(f"/proc/{pid}").exists()
+
+
+def interface_owner(name: str) -> str:
+    """Who holds network interface ``name``, as a sentence for an error message: the live
+    process whose record lists it, or a crashed run's leftover."""
+    for path in sorted(state_dir().glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if name in data.get("links", []):
+            pid = path.stem.split("-")[-2]
+            if _owner_alive(path):
+                return (f"{data.get('name', path.stem)} is running (pid {pid}): stop it with Ctrl-C in its "
+                        f"terminal or kill {pid}")
+            return f"a run that ended without cleaning up left it ({path.name}): mlfabric clean-net removes it"
+    return "no mlfabric run recorded it: remove it with `ip link del` or mlfabric clean-net"
 
 
 def clean_all(*, only_dead_owners: bool = False) -> list[str]:

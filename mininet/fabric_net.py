@@ -26,7 +26,7 @@ from shaped_link import ShapedLink
 from controller.cli.switch_args import current_fabric_path
 from controller.errors import EmulationError
 from controller.install import InstallOptions, install_fabric
-from controller.netstate import NetRecord
+from controller.netstate import NetRecord, interface_owner
 from controller.readiness import free_tcp_port
 from controller.routing.topoopt_routes import host_commands
 from controller.schedule.install import ClockReport, install_schedule
@@ -114,8 +114,19 @@ class EmulatedFabric:
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
 
+    def _check_free(self) -> None:
+        """Refuse to start over a fabric that holds this one's interface names (Mininet would
+        fail half-way with RTNETLINK's "File exists"), naming who holds them."""
+        for lk in self.topo.links:
+            for ep in (lk.a, lk.b):
+                name = f"{ep.node}-eth{ep.port}" if self.topo.is_switch(ep.node) else _intf_name(ep.node, str(ep.port))
+                if Path(f"/sys/class/net/{name}").exists():
+                    raise EmulationError(f"cannot start {self.topo.name}: interface {name} exists; "
+                                         f"{interface_owner(name)}")
+
     def start(self) -> EmulatedFabric:
         setLogLevel("warning")
+        self._check_free()
         self._record = NetRecord(f"fabric-{self.topo.name}").__enter__()
         t0 = time.monotonic()
         net = Mininet(controller=None, build=False, autoSetMacs=False, autoStaticArp=False, link=ShapedLink)
