@@ -180,8 +180,12 @@ class EmulatedFabric:
         self._configure_hosts()
         self.timings.hosts_s = time.monotonic() - t0
 
+        # the live copy: switches' gRPC addresses, and each host's shell (its network
+        # namespace) for `mlfabric host exec`
+        host_pids = {h.name: int(net.get(h.name).pid) for h in self.topo.hosts}
         self.live = dataclasses.replace(
-            self.topo, switches=tuple(dataclasses.replace(s, grpc=grpc[s.name]) for s in self.topo.switches))
+            self.topo, switches=tuple(dataclasses.replace(s, grpc=grpc[s.name]) for s in self.topo.switches),
+            params={**self.topo.params, "host_pids": host_pids})
         if self.install:
             t0 = time.monotonic()
             reports = install_fabric(self.live, options=InstallOptions())

@@ -70,6 +70,9 @@ def main(argv: list[str]) -> int:
                       f"{rep.skew_bound_us:.0f} us, {rep.entries} entries")
             print(f"[fabric] published {current_fabric_path()}: try `mlfabric rules show {rows[0]['switch']}`"
                   if rows else "[fabric] no switches")
+            if topo.hosts:
+                print(f"[fabric] hosts: `mlfabric host list`; inside one: `mlfabric host exec {topo.hosts[0].name} "
+                      "-- CMD`")
             if a.cli:
                 from mininet.cli import CLI
 

@@ -212,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from controller.cli import (
         device_cmds,
+        host_cmds,
         mirror_cmds,
         reconfigure_cmds,
         rules_cmds,
@@ -225,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     mirror_cmds.register(sub)
     schedule_cmds.register(sub)
     reconfigure_cmds.register(sub)
+    host_cmds.register(sub)
     return parser
 
 
