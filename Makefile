@@ -66,8 +66,8 @@ typecheck: setup ## mypy
 doctor: setup ## report the toolchain, Mininet and qdiscs this machine has
 	@$(MLFABRIC) doctor
 
-clean-net: ## remove every namespace, link and switch process mlfabric created
-	@if [ -x $(MLFABRIC) ]; then $(MLFABRIC) clean-net; else echo "nothing to clean: no virtual environment"; fi
+clean-net: ## remove what crashed runs left (links, namespaces, switch processes); CLEAN_ARGS=--force: live runs too
+	@if [ -x $(MLFABRIC) ]; then $(MLFABRIC) clean-net $(CLEAN_ARGS); else echo "nothing to clean: no virtual environment"; fi
 
 clean: clean-net ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["NetRecord", "clean_all", "interface_owner", "state_dir"]
+__all__ = ["NetRecord", "clean_all", "interface_owner", "live_records", "state_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +160,19 @@ def interface_owner(name: str) -> str:
                         f"terminal or kill {pid}")
             return f"a run that ended without cleaning up left it ({path.name}): mlfabric clean-net removes it"
     return "no mlfabric run recorded it: remove it with `ip link del` or mlfabric clean-net"
+
+
+def live_records() -> list[tuple[str, int]]:
+    """``(name, pid)`` of every record whose writing process still runs."""
+    out = []
+    for path in sorted(state_dir().glob("*.json")):
+        if _owner_alive(path):
+            try:
+                name = json.loads(path.read_text()).get("name", path.stem)
+            except (OSError, ValueError):
+                name = path.stem
+            out.append((str(name), int(path.stem.split("-")[-2])))
+    return out
 
 
 def clean_all(*, only_dead_owners: bool = False) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -185,7 +186,7 @@ class EmulatedFabric:
         host_pids = {h.name: int(net.get(h.name).pid) for h in self.topo.hosts}
         self.live = dataclasses.replace(
             self.topo, switches=tuple(dataclasses.replace(s, grpc=grpc[s.name]) for s in self.topo.switches),
-            params={**self.topo.params, "host_pids": host_pids})
+            params={**self.topo.params, "host_pids": host_pids, "owner_pid": os.getpid()})
         if self.install:
             t0 = time.monotonic()
             reports = install_fabric(self.live, options=InstallOptions())

@@ -52,14 +52,35 @@ def _p4_check(args: argparse.Namespace) -> int:
 
 
 def _clean_net(args: argparse.Namespace) -> int:
-    from controller.netstate import clean_all
+    from controller.cli.switch_args import current_fabric_path
+    from controller.netstate import clean_all, live_records
 
-    removed = clean_all()
+    kept = [] if args.force else live_records()
+    removed = clean_all(only_dead_owners=not args.force)
+    published = current_fabric_path()
+    if published.exists() and (args.force or not _owner_running(published)):
+        published.unlink()
+        removed.append(f"stale published fabric {published}")
     for item in removed:
         print(f"removed {item}")
-    if not removed:
+    for name, pid in kept:
+        print(f"kept {name}: its run (pid {pid}) is alive; stop it, or clean-net --force")
+    if not removed and not kept:
         print("nothing to clean")
     return 0
+
+
+def _owner_running(published: Path) -> bool:
+    """Whether the process that published the fabric (params.owner_pid) still runs."""
+    import os
+
+    from controller.topology import load_topology
+
+    try:
+        pid = int(load_topology(published).params.get("owner_pid") or 0)  # type: ignore[call-overload]
+    except MlfabricError:
+        return False
+    return pid > 0 and pid != os.getpid() and Path(f"/proc/{pid}").exists()
 
 
 def _smoke(args: argparse.Namespace) -> int:
@@ -103,9 +124,13 @@ def _fabric_status(args: argparse.Namespace) -> int:
         host, _, port = (s.grpc or ":0").rpartition(":")
         rows.append({"switch": s.name, "role": s.role, "grpc": s.grpc,
                      "reachable": tcp_open(host or "127.0.0.1", int(port or 0))})
-    emit({"running": True, "topology": topo.name, "switches": rows}, as_json=args.json,
-         text=f"{topo.name} ({topo.kind}), published in {path}\n" + format_table(rows))
-    return 0
+    alive = _owner_running(path)
+    healthy = alive and all(r["reachable"] for r in rows)
+    state = ("running" if healthy else "running, but switches do not answer" if alive
+             else "stale: the run that published it is gone (mlfabric clean-net removes it)")
+    emit({"running": alive, "healthy": healthy, "topology": topo.name, "switches": rows}, as_json=args.json,
+         text=f"{topo.name} ({topo.kind}), published in {path}: {state}\n" + format_table(rows))
+    return 0 if healthy else 1
 
 
 def _model(args: argparse.Namespace) -> int:
@@ -162,9 +187,11 @@ def build_parser() -> argparse.ArgumentParser:
     pk.set_defaults(func=_p4_check)
 
     p = sub.add_parser(
-        "clean-net", help="remove every namespace, link and switch process mlfabric created",
+        "clean-net", help="remove the namespaces, links and switch processes crashed runs left "
+                          "(a run still alive is left alone unless --force)",
         epilog="example: mlfabric clean-net",
     )
+    p.add_argument("--force", action="store_true", help="also tear down runs that are still alive")
     p.set_defaults(func=_clean_net)
 
     p = sub.add_parser(

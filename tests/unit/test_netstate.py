@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -77,3 +78,27 @@ def test_recorded_links_are_deleted() -> None:
         rec.add_link("mlfut0")
         subprocess.run(["ip", "link", "add", "mlfut0", "type", "veth", "peer", "name", "mlfut1"], check=True)
     assert not Path("/sys/class/net/mlfut0").exists()
+
+
+def test_clean_net_keeps_live_runs_and_removes_a_stale_published_fabric(private_state_dir: Path, capsys) -> None:
+    from controller.cli import main
+    from controller.topology import dump_topology, rail_only
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        live = private_state_dir / f"fabric-live-{sleeper.pid}-abcd1234.json"
+        live.write_text(json.dumps({"name": "fabric-live", "pids": [], "links": [], "netns": []}))
+        published = private_state_dir / "current-fabric.yaml"
+        topo = rail_only(2, 1)
+        dump_topology(dataclasses.replace(topo, params={**topo.params, "owner_pid": 999_999_999}), published)
+        assert main(["fabric", "status"]) == 1
+        assert "stale: the run that published it is gone" in capsys.readouterr().out
+        assert main(["clean-net"]) == 0
+        out = capsys.readouterr().out
+        assert live.exists() and f"kept fabric-live: its run (pid {sleeper.pid}) is alive" in out
+        assert not published.exists() and "stale published fabric" in out
+        assert main(["clean-net", "--force"]) == 0
+        assert not live.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
