@@ -39,6 +39,9 @@ from controller.topology.model import Topology
 __all__ = ["EmulatedFabric", "FabricTimings"]
 
 log = logging.getLogger(__name__)
+#: Mininet's logger prints through its own handler; passed on to the root logger as well (the
+#: CLI configures one), every line of its CLI would print twice
+logging.getLogger("mininet").propagate = False
 
 #: policy-routing tables for "traffic from NIC r leaves through NIC r" are 100 + r
 RAIL_TABLE_BASE = 100
@@ -142,7 +145,8 @@ class EmulatedFabric:
             taken.add(port)
             grpc[sw.name] = f"127.0.0.1:{port}"
         for h in self.topo.hosts:
-            net.addHost(h.name, ip=None)
+            # Mininet's own commands (pingall, h1 ping h2) address a host by its first NIC
+            net.addHost(h.name, ip=h.nics[0].ip if h.nics else None)
         for s in self.topo.switches:
             net.addSwitch(s.name, cls=P4TargetSwitch, target=self.target, device_id=s.device_id,
                           grpc_address=grpc[s.name], record=self._record, log_dir=self.log_dir,

@@ -75,7 +75,9 @@ def main(argv: list[str]) -> int:
                       "-- CMD`")
             if a.cli:
                 from mininet.cli import CLI
+                from mininet.log import setLogLevel
 
+                setLogLevel("info")  # the CLI's commands (nodes, net, pingall) print at info
                 CLI(fabric.net)
             else:
                 print("[fabric] Ctrl-C stops it", flush=True)
