@@ -136,7 +136,7 @@ def _row(fabric: str, cmd: dict, results: list[dict]) -> dict:
             phases[name] = max(phases.get(name, 0.0), sec)
     return {"fabric": fabric, "op": cmd["op"], "iter": cmd["iter"], "bytes": cmd["bytes"], "ok": ok,
             "seconds": max((r.get("seconds") or 0.0) for r in results) if results else float("nan"),
-            "phases": phases, "error": "; ".join(errors)[:300]}
+            "phases": phases, "error": "; ".join(errors)}  # whole: a cause cut mid-word helps nobody
 
 
 def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path,
@@ -181,7 +181,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
                     if before is not None and meter is not None:
                         row["uplink_imbalance"] = meter.imbalance(before, meter.read())
                     rows.append(row)
-                    status = f"{row['seconds']:.3f} s" if row["ok"] else f"FAILED ({row['error'][:80]})"
+                    status = f"{row['seconds']:.3f} s" if row["ok"] else f"FAILED ({row['error']})"
                     if row.get("uplink_imbalance"):
                         status += f"  (busiest spine uplink {row['uplink_imbalance']:.2f}x its fair share)"
                     _say(f"{fabric}: iter {it} {cmd['op']:<15} {status}  [{time.monotonic() - t0:.1f} s wall]")
