@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -111,10 +112,9 @@ def _counters(args: argparse.Namespace) -> int:
 
 
 def _packet_send(args: argparse.Namespace) -> int:
-    try:
-        payload = bytes.fromhex(args.hex.replace(":", "").replace(" ", ""))
-    except ValueError:
-        raise MlfabricError(f"--hex {args.hex[:20]!r}...: not hexadecimal") from None
+    from controller.frames import dissect, frame_from_hex, frame_from_scapy
+
+    payload = frame_from_scapy(args.scapy) if args.scapy else frame_from_hex(args.hex)
     with connect(args) as client:
         schema = remote_schema(client)
         meta = schema.packet_metadata.get("packet_out")
@@ -124,12 +124,14 @@ def _packet_send(args: argparse.Namespace) -> int:
         md = [(m.id, encode_int(values.get(m.name, 0), m.bitwidth)) for m in meta]
         client.packet_out(payload, md)
         time.sleep(0.2)  # let the stream deliver it before closing
-    emit({"switch": args.switch, "sent_bytes": len(payload), "port": args.port}, as_json=args.json,
-         text=f"{args.switch}: sent {len(payload)} bytes out of port {args.port}")
+    emit({"switch": args.switch, "sent_bytes": len(payload), "port": args.port, "frame": dissect(payload)},
+         as_json=args.json, text=f"{args.switch}: sent {len(payload)} bytes out of port {args.port}: {dissect(payload)}")
     return 0
 
 
 def _packet_listen(args: argparse.Namespace) -> int:
+    from controller.frames import dissect
+
     got = 0
     deadline = time.monotonic() + args.timeout
     with connect(args) as client:
@@ -141,10 +143,12 @@ def _packet_listen(args: argparse.Namespace) -> int:
                 continue
             got += 1
             meta = {names.get(m.metadata_id, str(m.metadata_id)): int.from_bytes(m.value, "big") for m in msg.metadata}
-            emit({"metadata": meta, "payload": msg.payload.hex()}, as_json=args.json,
-                 text=f"packet-in {meta} {len(msg.payload)} bytes: {msg.payload[:64].hex()}")
-    if got == 0 and not args.json:
-        print(f"{args.switch}: no packet-in within {args.timeout:.1f} s")
+            frame = dissect(msg.payload)
+            emit({"metadata": meta, "payload": msg.payload.hex(), "frame": frame}, as_json=args.json,
+                 text=f"packet-in {meta} {len(msg.payload)} bytes: {frame}")
+    if got == 0:
+        print(f"{args.switch}: no packet-in within {args.timeout:.1f} s", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -184,12 +188,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     pk = sub.add_parser("packet", help="send or receive packets through the CPU port")
     pksub = pk.add_subparsers(dest="packet_command", metavar="ACTION", required=True)
-    p = pksub.add_parser("send", help="PacketOut", epilog="example: mlfabric packet send rail0 --port 2 --hex ffffffffffff000000000001...")
+    p = pksub.add_parser("send", help="PacketOut",
+                         epilog="examples: mlfabric packet send rail0 --port 2 --scapy 'Ether()/IP(dst=\"10.0.1.1\")/UDP()'\n"
+                                "          mlfabric packet send rail0 --port 2 --hex ffffffffffff000000000001...",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_switch_arguments(p)
     p.add_argument("--port", type=int, required=True, help="egress port (packet_out.egress_port)")
-    p.add_argument("--hex", required=True, help="the frame, in hex")
+    frame = p.add_mutually_exclusive_group(required=True)
+    frame.add_argument("--scapy", help="the frame as a scapy expression, e.g. Ether()/IP(dst=\"10.0.1.1\")/UDP()")
+    frame.add_argument("--hex", help="the frame, in hex")
     p.set_defaults(func=_packet_send)
-    p = pksub.add_parser("listen", help="print PacketIns", epilog="example: mlfabric packet listen rail0 --count 5 --timeout 10")
+    p = pksub.add_parser("listen", help="print PacketIns, dissected; exits 1 if none came",
+                         epilog="example: mlfabric packet listen rail0 --count 5 --timeout 10")
     add_switch_arguments(p)
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--timeout", type=float, default=5.0)

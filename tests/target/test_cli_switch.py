@@ -76,3 +76,15 @@ def test_mcast_and_counters(switch: str, capsys) -> None:
     assert group["id"] == 7 and set(group["replicas"].split(",")) == {"1:0", "2:1"}
     code, out, _ = run(capsys, "counters", *sw, "port_rx", "--index", "1", "--json")
     assert code == 0 and json.loads(out)[0]["packets"] == 0
+
+
+def test_packets_are_built_and_shown_with_scapy_and_silence_is_a_failure(switch: str, capsys) -> None:
+    sw = [switch]
+    assert run(capsys, "pipeline", "load", *sw, "--program", "rail_switch")[0] == 0
+    code, out, _ = run(capsys, "packet", "send", *sw, "--port", "2", "--scapy",
+                       'Ether(dst="02:00:00:00:00:09")/IP(src="10.0.0.1", dst="10.9.0.1")/UDP(sport=40000, dport=40001)')
+    assert code == 0 and "Ether / IP / UDP 10.0.0.1:40000 > 10.9.0.1:40001" in out, out
+    code, out, err = run(capsys, "packet", "send", *sw, "--port", "2", "--scapy", "Ether()/NoSuchLayer()")
+    assert code == 1 and err.count("\n") == 1 and "NoSuchLayer" in err
+    code, _, err = run(capsys, "packet", "listen", *sw, "--timeout", "0.3")
+    assert code == 1 and "no packet-in within 0.3 s" in err
