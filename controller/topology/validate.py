@@ -101,7 +101,20 @@ def check_topology(topo: Topology, file: str = "<topology>") -> list[ConfigError
         _check_rail_wiring(topo, i, lk, err)
     if topo.kind == "rail-only":
         _check_rail_only(topo, err)
+    _check_connected(topo, err)
     return errors
+
+
+def _check_connected(topo: Topology, err) -> None:
+    """Every node reaches every other over the links (networkx's connected components)."""
+    import networkx as nx
+
+    graph = nx.Graph()
+    graph.add_nodes_from([h.name for h in topo.hosts] + [s.name for s in topo.switches])
+    graph.add_edges_from((lk.a.node, lk.b.node) for lk in topo.links if lk.a.node in graph and lk.b.node in graph)
+    if graph.number_of_nodes() > 1 and not nx.is_connected(graph):
+        parts = sorted(nx.connected_components(graph), key=len)
+        err("links", sorted(parts[0])[:5], f"the fabric is in {len(parts)} pieces: these nodes reach no other")
 
 
 def _check_rail_only(topo: Topology, err) -> None:

@@ -209,3 +209,13 @@ def test_the_topoopt_experiment_predicts_the_tax_from_the_routes_and_refuses_bad
     assert topo.params["strides"] == [1, 3, 7] and hosts == {30.0}  # one NIC of 3 x 10 Mb/s
     with pytest.raises(ConfigError, match="--degree"):
         TopoOptConfig(servers=8, degrees=(3,))
+
+
+def test_check_finds_a_fabric_in_pieces() -> None:
+    import dataclasses
+
+    topo = rail_only(2, 2)
+    cut = dataclasses.replace(topo, links=tuple(lk for lk in topo.links if "rail1" not in (lk.a.node, lk.b.node)))
+    problems = [str(e) for e in check_topology(cut, "t.yaml")]
+    assert any("the fabric is in 2 pieces: these nodes reach no other" in p and "rail1" in p for p in problems)
+    assert check_topology(topo) == []
