@@ -32,7 +32,7 @@ def _port_rate(text: str) -> tuple[int, float]:
 def _port_delay(text: str) -> tuple[int, int]:
     port, sep, delay = text.partition(":")
     if not sep or not port.isdigit() or not delay.isdigit():
-        raise argparse.ArgumentTypeError(f"bad --port-delay {text!r}: expected PORT:US")
+        raise argparse.ArgumentTypeError(f"bad port delay {text!r}: expected PORT:US")
     return int(port), int(delay)
 
 
@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port-delay", type=_port_delay, action="append", default=[], metavar="PORT:US",
                    help="extension (not in BMv2): delay every frame this port transmits by US microseconds, "
                         "a link's propagation delay where the kernel has no netem")
+    p.add_argument("--port-ingress-delay", type=_port_delay, action="append", default=[], metavar="PORT:US",
+                   help="extension (not in BMv2): delay every frame this port receives by US microseconds (the "
+                        "other direction of a link to a host)")
     p.add_argument("--calendar-queue", default=None, metavar="FIELD",
                    help="extension (not in BMv2): hold each packet until the switch-clock time (us) in "
                         "this metadata field, e.g. release_us (OpenOptics' calendar queues)")
@@ -90,6 +93,7 @@ def _options(args: argparse.Namespace):
         port_rates=dict(args.queue_rate_port),
         calendar_field=args.calendar_queue,
         port_delays=dict(args.port_delay),
+        port_ingress_delays=dict(args.port_ingress_delay),
         log_console=args.log_console,
     )
 

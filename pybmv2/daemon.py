@@ -44,6 +44,8 @@ class DaemonOptions:
     calendar_field: str | None = None
     #: extension: a fixed delay (us) on these ports' transmissions, a link's propagation
     port_delays: dict[int, int] = field(default_factory=dict)
+    #: extension: a fixed delay (us) on what these ports receive (a host's side of a link)
+    port_ingress_delays: dict[int, int] = field(default_factory=dict)
 
 
 class SwitchDaemon:
@@ -70,6 +72,8 @@ class SwitchDaemon:
             CalendarQueue(self._to_queue, self.switch.now_us) if options.calendar_field else None)
         self.delay_line: CalendarQueue[tuple[int, bytes]] | None = (
             CalendarQueue(lambda item: self._send(*item), self.switch.now_us) if options.port_delays else None)
+        self.ingress_line: CalendarQueue[tuple[int, bytes]] | None = (
+            CalendarQueue(lambda item: self.inject(*item), self.switch.now_us) if options.port_ingress_delays else None)
         self._calendar_program: object = None
         self._calendar_slot: int | None = None
         try:
@@ -152,6 +156,8 @@ class SwitchDaemon:
             self.calendar.start()
         if self.delay_line is not None:
             self.delay_line.start()
+        if self.ingress_line is not None:
+            self.ingress_line.start()
         log.info("switch up: device %d, P4Runtime on %s, ports %s", self.options.device_id,
                  self.server.address, {n: p.spec.iface for n, p in self.ports.items()})
         sel = selectors.DefaultSelector()
@@ -169,7 +175,11 @@ class SwitchDaemon:
                             break
                         if pcap is not None:
                             pcap.write(frame)
-                        self.inject(number, frame)
+                        delay = self.options.port_ingress_delays.get(number)
+                        if delay and self.ingress_line is not None:
+                            self.ingress_line.hold((number, frame), self.switch.now_us() + delay)
+                        else:
+                            self.inject(number, frame)
         finally:
             sel.close()
 
@@ -185,6 +195,8 @@ class SwitchDaemon:
             self.calendar.stop()
         if self.delay_line is not None:
             self.delay_line.stop()
+        if self.ingress_line is not None:
+            self.ingress_line.stop()
         self.queues.stop()
         for port in self.ports.values():
             port.close()
