@@ -34,7 +34,9 @@ from controller.experiments.rail_only import (
     emulated_bill,
     fabrics_for,
     model_times,
+    ratio_spread,
     summarize,
+    verdict,
 )
 from controller.experiments.results import (
     interrupt_on_signals,
@@ -212,11 +214,24 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
         f" NVLink {cfg.nvlink_factor:g}x NIC, {cfg.target} target, {cfg.iterations} iterations",
         "", format_table(fabric_rows), "", format_table(coll_rows), "",
     ]
+    spreads = {"allreduce": ratio_spread(rows, ("rail-only", "allreduce"), ("fat-tree", "allreduce")),
+               "alltoall": ratio_spread(rows, ("rail-only", "hier_alltoall"), ("fat-tree", "alltoall"))}
+
+    def spread_text(sp: dict[str, float]) -> str:
+        said = verdict(sp)
+        said = f"rail-only is {said}" if said in ("faster", "slower", "even") else said
+        return f"{sp['mean']:.3f} ± {sp['sd']:.3f}, 95% CI {sp['low']:.3f}-{sp['high']:.3f} over {sp['n']} iterations: {said}"
+
     if "allreduce_ratio" in ratios:
-        lines.append(f"allreduce rail-only / fat-tree: {ratios['allreduce_ratio']:.3f} (expected within 5%)")
+        lines.append(f"allreduce rail-only / fat-tree: {spread_text(spreads['allreduce'])} (expected: even, within 5%)")
     if "alltoall_ratio" in ratios:
-        lines.append(f"all-to-all rail-only (hierarchical) / fat-tree (direct): {ratios['alltoall_ratio']:.3f} "
+        lines.append(f"all-to-all rail-only (hierarchical) / fat-tree (direct): {spread_text(spreads['alltoall'])} "
                      "(paper: 1.08-1.11 with NVLink >> NIC)")
+    for name, sp in spreads.items():
+        if sp["n"] and verdict(sp) == "spread too large to tell":
+            lines.append(f"warning: the {name} ratio's spread is too large to support a conclusion; "
+                         "run more iterations (--iterations)")
+    ratios = {**ratios, **{f"{k}_spread": v for k, v in spreads.items()}}
     text = "\n".join(lines)
     (out / "table.txt").write_text(text + "\n")
     write_json(out / "summary.json", {"config": cfg.__repr__(), "fabrics": bills, "collectives": summary,
@@ -232,7 +247,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--rate-mbps", type=float, default=5.0,
                    help="NIC link rate; low enough that links, not the switches' CPU, are the bottleneck")
     p.add_argument("--nvlink-factor", type=float, default=8.0)
-    p.add_argument("--iterations", type=int, default=3)
+    p.add_argument("--iterations", type=int, default=5, help="repetitions of each collective (>= 2 for a spread)")
     p.add_argument("--allreduce-kb", type=int, default=256)
     p.add_argument("--alltoall-kb", type=int, default=256)
     p.add_argument("--compute-ms", type=float, default=50.0)
