@@ -36,7 +36,7 @@ from controller.topology import dump_topology, require_valid
 from controller.topology.generators import switch_mac
 from controller.topology.model import Topology
 
-__all__ = ["EmulatedFabric", "FabricTimings"]
+__all__ = ["EmulatedFabric", "FabricTimings", "check_free"]
 
 log = logging.getLogger(__name__)
 #: Mininet's logger prints through its own handler; passed on to the root logger as well (the
@@ -62,6 +62,17 @@ class FabricTimings:
 
 def _intf_name(host: str, nic: str) -> str:
     return f"{host}-{nic}"
+
+
+def check_free(topo: Topology) -> None:
+    """Refuse to start over a fabric that holds ``topo``'s interface names (Mininet would fail
+    half-way with RTNETLINK's "File exists"), naming who holds them. Experiments call it
+    before they make their results folder."""
+    for lk in topo.links:
+        for ep in (lk.a, lk.b):
+            name = f"{ep.node}-eth{ep.port}" if topo.is_switch(ep.node) else _intf_name(ep.node, str(ep.port))
+            if Path(f"/sys/class/net/{name}").exists():
+                raise EmulationError(f"cannot start {topo.name}: interface {name} exists; {interface_owner(name)}")
 
 
 class EmulatedFabric:
@@ -119,14 +130,7 @@ class EmulatedFabric:
         self.stop()
 
     def _check_free(self) -> None:
-        """Refuse to start over a fabric that holds this one's interface names (Mininet would
-        fail half-way with RTNETLINK's "File exists"), naming who holds them."""
-        for lk in self.topo.links:
-            for ep in (lk.a, lk.b):
-                name = f"{ep.node}-eth{ep.port}" if self.topo.is_switch(ep.node) else _intf_name(ep.node, str(ep.port))
-                if Path(f"/sys/class/net/{name}").exists():
-                    raise EmulationError(f"cannot start {self.topo.name}: interface {name} exists; "
-                                         f"{interface_owner(name)}")
+        check_free(self.topo)
 
     def _link_delays(self) -> dict[str, tuple[str, ...]]:
         """Per switch, the Python target's arguments that give the links their ``delay_us``:

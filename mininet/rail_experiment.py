@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fabric_net import EmulatedFabric
+from fabric_net import EmulatedFabric, check_free
 
 from controller.cli.output import format_table
 from controller.errors import EmulationError, MlfabricError
@@ -265,6 +265,8 @@ def main(argv: list[str]) -> int:
                                target=a.target, fail_rail=a.fail_rail, spines=a.spines,
                                worker_timeout_s=a.worker_timeout).validate()
         topos = fabrics_for(cfg, load_topology(a.topology) if a.topology else None)
+        for topo in topos.values():  # before the results folder: a refused run leaves nothing
+            check_free(topo)
     except MlfabricError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         return 2

@@ -39,3 +39,14 @@ def test_a_second_fabric_on_the_same_names_is_refused_and_names_the_first(target
         assert "Traceback" not in proc.stderr
         out = fab.host("h0_0").cmd("ping -c1 -W2 10.200.0.2")
     assert "1 received" in out, "the first fabric is untouched (same rack: no circuit needed)"
+
+
+def test_an_experiment_refused_for_a_running_fabric_leaves_no_results_folder(target_name: str, tmp_path) -> None:
+    from controller.topology import rail_only
+
+    out = tmp_path / "results"
+    with fabric_net.EmulatedFabric(rail_only(4, 4, rate_mbps=None), target=target_name, shape=False, publish=False):
+        proc = subprocess.run([sys.executable, "-m", "controller.cli", "experiment", "run", "rail-only", "--target",
+                               target_name, "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "interface" in proc.stderr and "is running" in proc.stderr, proc.stderr
+    assert not out.exists(), "nothing was made"
