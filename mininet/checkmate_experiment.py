@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from checkmate_job import CheckmateJob, train_iteration
-from fabric_net import EmulatedFabric
+from fabric_net import EmulatedFabric, check_free
 
 from controller.cli.output import format_table
 from controller.errors import MlfabricError
@@ -253,6 +253,12 @@ def main(argv: list[str]) -> int:
                               lr=a.lr, compute_ms=a.compute_ms, checkpoint_ks=tuple(a.checkpoint_every),
                               target=a.target, loss_rate=a.loss_rate, seed=a.seed,
                               recovery=not a.no_recovery).validate()
+    except MlfabricError as exc:
+        print(f"mlfabric: error: {exc}", file=sys.stderr)
+        return 2
+    try:  # before the results folder: a run refused for a busy machine leaves nothing
+        for topo_ in [rail_only(cfg.servers + 1, cfg.rails, rate_mbps=cfg.rate_mbps)]:
+            check_free(topo_)
     except MlfabricError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         return 2

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fabric_net import EmulatedFabric
+from fabric_net import EmulatedFabric, check_free
 
 from controller.errors import ConfigError, MlfabricError
 from controller.experiments.results import (
@@ -263,6 +263,12 @@ def main(argv: list[str]) -> int:
         print(_write(cfg, out_arg, points, stored["runs"], stored["allreduce"], ref, stored.get("interrupted")))
         return 0
     shapes = list(dict.fromkeys(p.shape for p in points))
+    try:  # before the results folder: a run refused for a busy machine leaves nothing
+        for topo_ in [optical(cfg.racks, 1, uplinks=1, rate_mbps=cfg.rate_mbps)]:
+            check_free(topo_)
+    except MlfabricError as exc:
+        print(f"mlfabric: error: {exc}", file=sys.stderr)
+        return 2
     out = out_arg or new_results_dir("rotor")
     out.mkdir(parents=True, exist_ok=True)
     _say(f"results folder: {out}")

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fabric_net import EmulatedFabric
+from fabric_net import EmulatedFabric, check_free
 
 from controller.errors import ConfigError, MlfabricError
 from controller.experiments.results import (
@@ -184,6 +184,12 @@ def main(argv: list[str]) -> int:
     try:
         cfg, out_arg = parse_config(argv)
     except (MlfabricError, ConfigError) as exc:
+        print(f"mlfabric: error: {exc}", file=sys.stderr)
+        return 2
+    try:  # before the results folder: a run refused for a busy machine leaves nothing
+        for topo_ in [fabric(cfg)]:
+            check_free(topo_)
+    except MlfabricError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         return 2
     out = out_arg or new_results_dir("tdtcp")

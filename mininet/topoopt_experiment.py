@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fabric_net import EmulatedFabric
+from fabric_net import EmulatedFabric, check_free
 
 from controller.errors import ConfigError, MlfabricError
 from controller.experiments.results import (
@@ -198,6 +198,12 @@ def _plot(cfg: TopoOptConfig, summary: list[dict[str, Any]], path: Path) -> Path
 def main(argv: list[str]) -> int:
     try:
         cfg, out_arg = parse_config(argv)
+    except MlfabricError as exc:
+        print(f"mlfabric: error: {exc}", file=sys.stderr)
+        return 2
+    try:  # before the results folder: a run refused for a busy machine leaves nothing
+        for topo_ in [t for d in cfg.degrees for t in fabrics(cfg, d)]:
+            check_free(topo_)
     except MlfabricError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         return 2
