@@ -295,7 +295,9 @@ def main(argv: list[str]) -> int:
             return 130
         infos["interrupted"] = interrupted
     text = _report(cfg, topos, rows, infos, out)
-    plot_collectives(rows, out / "collectives.png",
+    killed = {f: (cfg.iterations - 1, f"{infos[f]['failed_switch']} killed") for f in topos
+              if isinstance(infos.get(f), dict) and infos[f].get("failed_switch")}
+    plot_collectives(rows, out / "collectives.png", events=killed,
                      title=f"rail-only vs fat-tree, {cfg.gpus} GPUs ({cfg.servers}x{cfg.rails}), {cfg.rate_mbps} Mbit/s")
     print()
     print(text)

@@ -11,7 +11,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["interrupt_on_signals", "new_results_dir", "plot_collectives", "write_csv", "write_json"]
+__all__ = ["FABRIC_COLOURS", "collective_series", "interrupt_on_signals", "new_results_dir", "plot_collectives",
+           "write_csv", "write_json"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -60,37 +61,68 @@ def write_json(path: Path, data: Any) -> Path:
     return path
 
 
-def plot_collectives(rows: Sequence[Mapping[str, Any]], path: Path, *, title: str) -> Path:
-    """Left: per-iteration completion time of each collective on each fabric (lines).
-    Right: the training step's iteration time per fabric (bars with min/max)."""
+#: one colour per fabric, the same in every panel
+FABRIC_COLOURS = {"rail-only": "tab:blue", "fat-tree": "tab:orange"}
+
+
+def collective_series(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, list[int] | list[float]]]]:
+    """Per collective and fabric: the iterations and times that succeeded and the iterations
+    that failed (pure: what :func:`plot_collectives` draws).
+
+    >>> rows = [{"op": "allreduce", "fabric": "rail-only", "iter": 0, "ok": True, "seconds": 1.0},
+    ...         {"op": "allreduce", "fabric": "rail-only", "iter": 1, "ok": False, "seconds": float("nan")}]
+    >>> collective_series(rows)["allreduce"]["rail-only"]
+    {'iters': [0], 'seconds': [1.0], 'failed': [1]}
+    """
+    out: dict[str, dict[str, dict[str, list[Any]]]] = {}
+    for r in sorted(rows, key=lambda r: (r["op"], r["fabric"], r["iter"])):
+        if r["op"] == "train_step":
+            continue
+        series = out.setdefault(r["op"], {}).setdefault(r["fabric"], {"iters": [], "seconds": [], "failed": []})
+        if r["ok"]:
+            series["iters"].append(r["iter"])
+            series["seconds"].append(r["seconds"])
+        else:
+            series["failed"].append(r["iter"])
+    return out
+
+
+def plot_collectives(rows: Sequence[Mapping[str, Any]], path: Path, *, title: str,
+                     events: Mapping[str, tuple[int, str]] | None = None) -> Path:
+    """One panel per collective, each fabric in its own colour, failed runs as red crosses,
+    and ``events`` (fabric -> (iteration, label), e.g. a rail switch killed) as dashed lines;
+    the last panel is the training step's iteration time per fabric (bars with min/max)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [2, 1]})
-    styles = {"rail-only": "-", "fat-tree": "--"}
-    colours: dict[str, str] = {}
-    for r in rows:
-        if r["op"] != "train_step":
-            colours.setdefault(r["op"], f"C{len(colours)}")
-    for op, colour in colours.items():
-        for fabric, style in styles.items():
-            pts = sorted((r["iter"], r["seconds"]) for r in rows if r["op"] == op and r["fabric"] == fabric and r["ok"])
-            if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", color=colour,
-                        label=f"{op} ({fabric})")
-    ax.set_xlabel("iteration")
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.set_ylabel("completion time (s)")
-    ax.set_title("collectives")
-    ax.legend(fontsize=7, ncol=2)
-    ax.grid(alpha=0.3)
-    fabrics = [f for f in styles if any(r["fabric"] == f and r["op"] == "train_step" and r["ok"] for r in rows)]
+    series = collective_series(rows)
+    ops = list(series)
+    fig, axes = plt.subplots(1, len(ops) + 1, figsize=(4 * (len(ops) + 1), 4.2), squeeze=False)
+    for ax, op in zip(axes[0], ops, strict=False):
+        for fabric, s in series[op].items():
+            colour = FABRIC_COLOURS.get(fabric, "0.3")
+            ax.plot(s["iters"], s["seconds"], marker="o", color=colour, label=fabric)
+            if s["failed"]:
+                top = max((t for f in series[op].values() for t in f["seconds"]), default=1.0)
+                ax.scatter(s["failed"], [top * 1.05] * len(s["failed"]), marker="x", color="red", s=60, zorder=3,
+                           label=f"{fabric}: failed")
+        for fabric, (it, label) in (events or {}).items():
+            ax.axvline(it - 0.5, color=FABRIC_COLOURS.get(fabric, "0.3"), ls="--", lw=1)
+            ax.annotate(label, (it - 0.5, ax.get_ylim()[1]), fontsize=7, rotation=90, va="top", ha="right")
+        ax.set_title(op)
+        ax.set_xlabel("iteration")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.set_ylabel("completion time (s)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    bx = axes[0][-1]
+    fabrics = [f for f in FABRIC_COLOURS if any(r["fabric"] == f and r["op"] == "train_step" and r["ok"] for r in rows)]
     for i, fabric in enumerate(fabrics):
         ts = [r["seconds"] for r in rows if r["fabric"] == fabric and r["op"] == "train_step" and r["ok"]]
         mid = sorted(ts)[len(ts) // 2]
-        bx.bar(i, mid, color=f"C{i}", yerr=[[mid - min(ts)], [max(ts) - mid]], capsize=6)
+        bx.bar(i, mid, color=FABRIC_COLOURS[fabric], yerr=[[mid - min(ts)], [max(ts) - mid]], capsize=6)
         bx.annotate(f"{mid:.2f} s", (i, mid), ha="center", va="bottom", fontsize=8)
     bx.set_xticks(range(len(fabrics)), fabrics)
     bx.set_ylabel("iteration time (s)")

@@ -25,3 +25,14 @@ def test_a_wide_interval_supports_no_conclusion_and_one_run_none_at_all() -> Non
     assert verdict(ratio_spread(tight, ("a", "x"), ("b", "x"))) == "faster"
     one = ratio_spread(_rows("a", "x", [0.5]) + _rows("b", "x", [1.0]), ("a", "x"), ("b", "x"))
     assert one["n"] == 1 and math.isnan(one["low"]) and verdict(one) == "too few runs to tell"
+
+
+def test_the_collectives_plot_shows_failures_and_events(tmp_path) -> None:
+    from controller.experiments.results import collective_series, plot_collectives
+
+    rows = [{"fabric": f, "op": "allreduce", "iter": i, "ok": not (f == "rail-only" and i == 2), "seconds": 1.0 + i}
+            for f in ("rail-only", "fat-tree") for i in range(3)]
+    series = collective_series(rows)["allreduce"]
+    assert series["rail-only"]["failed"] == [2] and series["fat-tree"]["failed"] == []
+    out = plot_collectives(rows, tmp_path / "c.png", title="t", events={"rail-only": (2, "rail1 killed")})
+    assert out.stat().st_size > 10_000
