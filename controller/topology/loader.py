@@ -67,10 +67,20 @@ class _Reader:
         return Endpoint(node, int(port) if port.isdigit() else port)
 
 
+#: the most hosts, switches or links a topology file may list (a 16,384-GPU rail-only fabric
+#: has 2,048 servers and about 20,000 links)
+MAX_ITEMS = 200_000
+
+
 def parse_topology(doc: Any, file: str = "<topology>") -> Topology:
     r = _Reader(file)
     top = r.mapping(doc, "", {"name", "kind", "params", "hosts", "switches", "links", "schedules"},
                     {"name", "hosts", "switches", "links"})
+    for key in ("hosts", "switches", "links"):  # refuse a monster before walking it
+        items = top.get(key)
+        if isinstance(items, list) and len(items) > MAX_ITEMS:
+            raise r.fail(key, f"{len(items):,} entries", f"more than {MAX_ITEMS:,}: no fabric mlfabric compiles or "
+                                                         "emulates is that large")
     hosts = []
     for i, h in enumerate(r.seq(top.get("hosts"), "hosts")):
         key = f"hosts[{i}]"

@@ -70,3 +70,12 @@ def test_a_reader_that_goes_away_is_no_error() -> None:
     proc = subprocess.run(f"{sys.executable} -m controller.cli topology show {TOPO} | head -c 5", shell=True,
                           capture_output=True, text=True, cwd=REPO, timeout=60)
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+
+
+def test_a_monster_topology_is_refused_before_it_is_walked() -> None:
+    from controller.errors import ConfigError
+    from controller.topology.loader import MAX_ITEMS, parse_topology
+
+    doc = {"name": "huge", "hosts": [{"name": "h", "nics": []}] * (MAX_ITEMS + 1), "switches": [], "links": []}
+    with pytest.raises(ConfigError, match=r"hosts: more than 200,000: no fabric mlfabric compiles"):
+        parse_topology(doc, "huge.yaml")
