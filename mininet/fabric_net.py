@@ -129,9 +129,6 @@ class EmulatedFabric:
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
 
-    def _check_free(self) -> None:
-        check_free(self.topo)
-
     def _link_delays(self) -> dict[str, tuple[str, ...]]:
         """Per switch, the Python target's arguments that give the links their ``delay_us``:
         each switch end delays what it transmits, and a switch facing a host also delays what
@@ -155,7 +152,7 @@ class EmulatedFabric:
 
     def start(self) -> EmulatedFabric:
         setLogLevel("warning")
-        self._check_free()
+        check_free(self.topo)
         for name, args in self._link_delays().items():
             self.switch_args_of[name] = (*self.switch_args_of.get(name, ()), *args)
         self._record = NetRecord(f"fabric-{self.topo.name}").__enter__()

@@ -26,8 +26,7 @@ from controller.errors import ConfigError, MlfabricError
 from controller.experiments.results import (
     interrupt_on_signals,
     new_results_dir,
-    write_csv,
-    write_json,
+    write_run,
 )
 from controller.experiments.tdtcp import (
     TRANSPORTS,
@@ -212,14 +211,9 @@ def main(argv: list[str]) -> int:
         interrupted = f"stopped by {exc or 'SIGINT'} after {len(runs)} transfers; the emulation was torn down"
         _say(interrupted)
     text, summary, figure = report(cfg, runs, out)
-    write_json(out / "results.json", {"config": cfg, "summary": summary, "runs": runs, "interrupted": interrupted,
-                                      "notification_latency_us": notification_latencies(runs)})
-    write_csv(out / "runs.csv", [{k: v for k, v in r.items() if k in ("rep", "transport", "goodput_mbps", "complete")}
-                                 for r in runs])
-    (out / "table.txt").write_text(text + "\n")
-    print()
-    print(text)
-    print()
+    write_run(out, text, {"config": cfg, "summary": summary, "runs": runs, "interrupted": interrupted,
+                          "notification_latency_us": notification_latencies(runs)},
+              [{k: v for k, v in r.items() if k in ("rep", "transport", "goodput_mbps", "complete")} for r in runs])
     _say(f"wrote {out}/results.json, runs.csv, table.txt, {figure.name} ({time.monotonic() - t_start:.0f} s)")
     return 130 if interrupted else 0
 

@@ -24,8 +24,7 @@ from controller.errors import ConfigError, MlfabricError
 from controller.experiments.results import (
     interrupt_on_signals,
     new_results_dir,
-    write_csv,
-    write_json,
+    write_run,
 )
 from controller.experiments.topoopt import (
     PAPER_TAX,
@@ -225,12 +224,7 @@ def main(argv: list[str]) -> int:
         _say(interrupted)
     text, summary = _table(cfg, rows)
     figure = _plot(cfg, summary, out / "topoopt.png")
-    write_json(out / "results.json", {"config": cfg, "summary": summary, "runs": rows, "interrupted": interrupted})
-    write_csv(out / "runs.csv", rows)
-    (out / "table.txt").write_text(text + "\n")
-    print()
-    print(text)
-    print()
+    write_run(out, text, {"config": cfg, "summary": summary, "runs": rows, "interrupted": interrupted}, rows)
     _say(f"wrote {out}/results.json, runs.csv, table.txt, {figure.name} ({time.monotonic() - t0:.0f} s)")
     return 130 if interrupted else 0
 

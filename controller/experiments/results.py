@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["FABRIC_COLOURS", "collective_series", "interrupt_on_signals", "new_results_dir", "plot_collectives",
-           "write_csv", "write_json"]
+           "write_csv", "write_json", "write_run"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,6 +54,17 @@ def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
         for r in rows:
             w.writerow({k: (json.dumps(v) if isinstance(v, dict | list) else v) for k, v in r.items()})
     return path
+
+
+def write_run(out: Path, text: str, data: Any, rows: Sequence[Mapping[str, Any]]) -> None:
+    """An experiment's folder: ``results.json`` (``data``), ``runs.csv`` (``rows``) and
+    ``table.txt`` (``text``, also printed)."""
+    write_json(out / "results.json", data)
+    write_csv(out / "runs.csv", rows)
+    (out / "table.txt").write_text(text + "\n")
+    print()
+    print(text)
+    print()
 
 
 def write_json(path: Path, data: Any) -> Path:

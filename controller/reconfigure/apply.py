@@ -10,11 +10,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from controller.errors import ConfigError, MlfabricError, ReconfigurationError
+from controller.errors import MlfabricError, ReconfigurationError
 from controller.reconfigure.plan import FlipTimes, commit_rules, flip_times, prepare_rules
 from controller.reconfigure.session import FabricSession, LiveSwitch
 from controller.schedule.clock import controller_now_us
-from controller.schedule.install import circuit_switches
+from controller.schedule.install import check_fits
 from controller.schedule.model import Schedule
 from controller.topology.model import Topology
 
@@ -59,16 +59,6 @@ def _ms_since(t0: float) -> float:
     return (controller_now_us() - t0) / 1000
 
 
-def _check(topo: Topology, schedule: Schedule) -> None:
-    ocs = circuit_switches(topo)
-    if len(ocs) != len(schedule.circuits):
-        raise ConfigError(schedule.source, "circuits", len(schedule.circuits),
-                          f"the fabric {topo.name!r} has {len(ocs)} circuit switches")
-    racks = topo.params.get("racks")
-    if racks is not None and racks != schedule.racks:
-        raise ConfigError(schedule.source, "racks", schedule.racks, f"the fabric {topo.name!r} has {racks} racks")
-
-
 def reconfigure(topo: Topology, schedule: Schedule, *, routing: str = "direct", guard_us: int | None = None,
                 margin_us: int = 0, lead_us: int | None = None, probes: int = 8, finish: bool = True,
                 election_id: int = 1, session: FabricSession | None = None,
@@ -84,7 +74,7 @@ def reconfigure(topo: Topology, schedule: Schedule, *, routing: str = "direct", 
     50 µs per entry written). ``session``: an open :class:`FabricSession` to use
     (a long-lived controller's); by default one is opened for this call."""
     t0 = controller_now_us()
-    _check(topo, schedule)
+    check_fits(topo, schedule)
     if session is None:
         with FabricSession(topo, election_id=election_id, probes=probes) as own:
             return _run(own, schedule, t0, routing=routing, guard_us=guard_us, margin_us=margin_us,

@@ -31,7 +31,7 @@ from controller.schedule.ocs_rules import (
 from controller.schedule.tor_rules import SCHEDULED_TABLES, tor_schedule_rules
 from controller.topology.model import Switch, Topology
 
-__all__ = ["ClockReport", "circuit_switches", "install_schedule", "stop_schedule"]
+__all__ = ["ClockReport", "check_fits", "circuit_switches", "install_schedule", "stop_schedule"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,17 @@ def circuit_switches(topo: Topology) -> list[Switch]:
     """The fabric's circuit switches in schedule order (by the number in their name)."""
     ocs = [s for s in topo.switches if s.role == "ocs"]
     return sorted(ocs, key=lambda s: int("".join(c for c in s.name if c.isdigit()) or 0))
+
+
+def check_fits(topo: Topology, schedule: Schedule) -> None:
+    """``schedule`` is for as many circuit switches and racks as ``topo`` has; else a ConfigError."""
+    ocs = circuit_switches(topo)
+    if len(ocs) != len(schedule.circuits):
+        raise ConfigError(schedule.source, "circuits", len(schedule.circuits),
+                          f"the fabric {topo.name!r} has {len(ocs)} circuit switches")
+    racks = topo.params.get("racks")
+    if racks is not None and racks != schedule.racks:
+        raise ConfigError(schedule.source, "racks", schedule.racks, f"the fabric {topo.name!r} has {racks} racks")
 
 
 def _client(sw: Switch, election_id: int) -> P4RuntimeClient:
@@ -81,13 +92,8 @@ def install_schedule(topo: Topology, schedule: Schedule, *, routing: str = "dire
     for ``routing``; ``hold``: the ToRs have calendar queues; ``margin_us``: they send
     nothing in the first and the last ``margin_us`` of a day); the epoch used and the
     reports, circuit switches first."""
+    check_fits(topo, schedule)
     ocs = circuit_switches(topo)
-    if len(ocs) != len(schedule.circuits):
-        raise ConfigError(schedule.source, "circuits", len(schedule.circuits),
-                          f"the fabric {topo.name!r} has {len(ocs)} circuit switches")
-    racks = topo.params.get("racks")
-    if racks is not None and racks != schedule.racks:
-        raise ConfigError(schedule.source, "racks", schedule.racks, f"the fabric {topo.name!r} has {racks} racks")
     epoch = controller_now_us() if epoch_us is None else epoch_us
     tors = [s for s in topo.switches if s.role == "tor"]
     with contextlib.ExitStack() as stack:
