@@ -15,14 +15,17 @@ __all__ = ["register"]
 
 def _reconfigure(args: argparse.Namespace) -> int:
     from controller.cli.switch_args import topology_path
+    from controller.experiments.results import interrupt_on_signals
     from controller.reconfigure.apply import reconfigure
     from controller.topology import load_topology
 
     schedule = load_schedule(args.file)
     topo = load_topology(topology_path(args.topology, "reconfigure"))
-    r = reconfigure(topo, schedule, routing=args.routing, guard_us=args.guard_us, margin_us=args.margin_us,
-                    lead_us=args.lead_us, probes=args.probes, finish=not args.no_finish,
-                    progress=None if args.json else lambda line: print(line, file=sys.stderr, flush=True))
+    # SIGTERM and SIGHUP unwind as Ctrl-C does: a reconfiguration stopped before its cut rolls back
+    with interrupt_on_signals():
+        r = reconfigure(topo, schedule, routing=args.routing, guard_us=args.guard_us, margin_us=args.margin_us,
+                        lead_us=args.lead_us, probes=args.probes, finish=not args.no_finish,
+                        progress=None if args.json else lambda line: print(line, file=sys.stderr, flush=True))
     rows = [{"switch": s.switch, "role": s.role, "prepared": s.prepared, "commit acked ms": round(s.acked_ms, 1),
              "before the cut ms": round(s.slack_ms, 1)} for s in r.switches]
     lines = [f"{topo.name} -> {schedule.name} (configuration version {r.version}), "

@@ -180,3 +180,36 @@ def test_the_cli_reads_the_fabric_back_reconfigures_it_and_names_bad_input(targe
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1
     assert "racks: the fabric 'optical-4x1x3' has 4 racks (got 5)" in refused.stderr
     assert matchings(still) == matchings(after), "a refused reconfiguration changes nothing"
+
+
+def test_sigterm_after_the_commit_exits_cleanly_and_the_next_run_finishes_the_flip(target_name: str,
+                                                                                  tmp_path) -> None:
+    """SIGTERM unwinds ``mlfabric reconfigure`` as Ctrl-C does (exit 130, one line). Stopped after
+    its commit, the flip still happens at the cut, and the next reconfiguration finishes it."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from controller.schedule import dump_schedule
+    from controller.topology import dump_topology
+
+    permuted = tmp_path / "permuted.yaml"
+    dump_schedule(PERMUTED, permuted)
+    with _fabric(target_name, PINNED, uplinks=3) as fab:
+        live = tmp_path / "live.yaml"
+        dump_topology(fab.live, live)
+        proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "reconfigure", str(permuted), "--topology",
+                                 str(live), "--lead-us", "3000000"], stderr=subprocess.PIPE, text=True)
+        assert proc.stderr is not None
+        while "committed on" not in (line := proc.stderr.readline()):
+            assert line, "reconfigure ended before its commit"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130 and "mlfabric: interrupted" in err, err
+        time.sleep(3.5)  # past the cut and the new epoch
+        again = subprocess.run([sys.executable, "-m", "controller.cli", "reconfigure", str(permuted), "--topology",
+                                str(live), "--json"], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["version"] == 0, "the interrupted run's version 1 was finished and is replaced"
