@@ -40,6 +40,7 @@ from controller.experiments.checkmate import (
     rotation,
 )
 from controller.experiments.checkmate_plots import plot_checkmate
+from controller.experiments.options import add_common_options, experiment_parser
 from controller.experiments.results import (
     interrupt_on_signals,
     new_results_dir,
@@ -227,26 +228,28 @@ def _report(cfg: CheckmateConfig, rows: list[dict], events: dict[int, list[dict]
     return text
 
 
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="mlfabric experiment run checkmate")
+def build_parser() -> argparse.ArgumentParser:
+    p = experiment_parser("checkmate", __doc__)
     p.add_argument("--servers", type=int, default=4, help="worker servers (the shadow is one more)")
     p.add_argument("--rails", type=int, default=2, help="GPUs per server = rails")
-    p.add_argument("--rate-mbps", type=float, default=20.0)
-    p.add_argument("--iterations", type=int, default=30)
-    p.add_argument("--repetitions", type=int, default=5)
+    p.add_argument("--rate-mbps", type=float, default=20.0, help="NIC link rate")
+    p.add_argument("--iterations", type=int, default=30, help="training iterations per run")
     p.add_argument("--hidden", type=int, default=256, help="hidden units of the MLP")
     p.add_argument("--batch", type=int, default=64, help="global batch")
-    p.add_argument("--optimizer", choices=("sgd", "adam"), default="adam")
-    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--optimizer", choices=("sgd", "adam"), default="adam", help="the training optimizer")
+    p.add_argument("--lr", type=float, default=0.01, help="learning rate")
     p.add_argument("--compute-ms", type=float, default=20.0, help="emulated accelerator time per iteration")
     p.add_argument("--checkpoint-every", type=int, nargs="+", default=[1, 10, 50],
                    help="the periodic baseline's k values")
     p.add_argument("--loss-rate", type=float, default=0.0, help="inject loss on the mirror path")
     p.add_argument("--no-recovery", action="store_true", help="skip the kill-and-restore run")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--target", choices=("python", "bmv2"), default="python")
-    p.add_argument("--out", type=Path, default=None)
-    a = p.parse_args(argv)
+    p.add_argument("--seed", type=int, default=1, help="seed of the model, the data and the loss injection")
+    add_common_options(p, "checkmate", repetitions=5)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    a = build_parser().parse_args(argv)
     try:
         cfg = CheckmateConfig(servers=a.servers, rails=a.rails, rate_mbps=a.rate_mbps, iterations=a.iterations,
                               repetitions=a.repetitions, hidden=a.hidden, batch=a.batch, optimizer=a.optimizer,

@@ -26,6 +26,7 @@ from fabric_net import EmulatedFabric, check_free
 
 from controller.cli.output import format_table
 from controller.errors import EmulationError, MlfabricError
+from controller.experiments.options import add_common_options, experiment_parser
 from controller.experiments.rail_only import (
     FABRICS,
     OPS,
@@ -239,25 +240,30 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
     return text
 
 
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="mlfabric experiment run rail-only")
+def build_parser() -> argparse.ArgumentParser:
+    p = experiment_parser("rail-only", __doc__)
     p.add_argument("--gpus", type=int, default=16, help="GPUs in all (servers x rails)")
     p.add_argument("--rails", type=int, default=4, help="GPUs per server = rails")
     p.add_argument("--topology", type=Path, help="a rail-only topology file to use instead of generating one")
     p.add_argument("--rate-mbps", type=float, default=5.0,
                    help="NIC link rate; low enough that links, not the switches' CPU, are the bottleneck")
-    p.add_argument("--nvlink-factor", type=float, default=8.0)
+    p.add_argument("--nvlink-factor", type=float, default=8.0,
+                   help="in-server (NVLink) bandwidth as a multiple of the NIC rate")
     p.add_argument("--iterations", type=int, default=5, help="repetitions of each collective (>= 2 for a spread)")
-    p.add_argument("--allreduce-kb", type=int, default=256)
-    p.add_argument("--alltoall-kb", type=int, default=256)
-    p.add_argument("--compute-ms", type=float, default=50.0)
+    p.add_argument("--allreduce-kb", type=int, default=256, help="all-reduce size per GPU, KiB")
+    p.add_argument("--alltoall-kb", type=int, default=256, help="all-to-all size per GPU, KiB")
+    p.add_argument("--compute-ms", type=float, default=50.0,
+                   help="compute time per iteration in the iteration-time estimate")
     p.add_argument("--spines", type=int, default=2, help="spine switches of the fat-tree baseline")
-    p.add_argument("--target", choices=("python", "bmv2"), default="python")
+    add_common_options(p, "rail-only")
     p.add_argument("--fail-rail", type=int, default=None, help="kill this rail's switch before the last iteration")
     p.add_argument("--worker-timeout", type=float, default=15.0,
                    help="seconds without progress before a collective fails (a dead peer or path)")
-    p.add_argument("--out", type=Path, default=None, help="results folder (default: results/rail-only-<time>)")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    a = build_parser().parse_args(argv)
     try:
         cfg = ExperimentConfig(gpus=a.gpus, rails=a.rails, rate_mbps=a.rate_mbps, nvlink_factor=a.nvlink_factor,
                                iterations=a.iterations, allreduce_bytes=a.allreduce_kb * 1024,

@@ -27,6 +27,7 @@ from typing import Any
 from fabric_net import EmulatedFabric, check_free
 
 from controller.errors import ConfigError, MlfabricError
+from controller.experiments.options import add_common_options, experiment_parser
 from controller.experiments.results import (
     interrupt_on_signals,
     new_results_dir,
@@ -196,28 +197,37 @@ def _write(cfg: RotorConfig, out: Path, points: list[Point], runs: list[dict[str
 
 def parse_config(argv: list[str]) -> tuple[RotorConfig, Path | None, bool]:
     """The configuration, the results folder and whether only to rewrite its report."""
-    p = argparse.ArgumentParser(prog="mlfabric experiment run rotor", description=__doc__.split("\n")[0])
-    p.add_argument("--target", choices=("python", "bmv2"), default="python")
+    a = build_parser().parse_args(argv)
+    if a.report_only is not None:
+        return _stored_config(a.report_only / "results.json").validate(), a.report_only, True
+    return _config(a), a.out, False
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = experiment_parser("rotor", __doc__)
+    add_common_options(p, "rotor", repetitions=3)
     p.add_argument("--racks", type=int, default=4, help="racks (ToRs), >= 4")
-    p.add_argument("--repetitions", type=int, default=3)
     p.add_argument("--seconds", type=float, default=1.0, help="seconds per offered-load level")
     p.add_argument("--slices-ms", type=_floats, default=(16.0, 32.0, 64.0), help="slice sweep, e.g. 16,32,64")
-    p.add_argument("--reference-slice-ms", type=float, default=32.0)
+    p.add_argument("--reference-slice-ms", type=float, default=32.0,
+                   help="the slice of the duty-cycle sweep and of the other runs")
     p.add_argument("--nights-ms", type=_floats, default=None, help="duty-cycle sweep: nights at the reference slice")
     p.add_argument("--duty-cycles", type=_floats, default=None, help="or the duty cycles themselves, e.g. 0.8,0.67,0.5 (nights rounded to 0.1 ms)")
-    p.add_argument("--patterns", default="hot-pair,permutation,all-to-all")
+    p.add_argument("--patterns", default="hot-pair,permutation,all-to-all",
+                   help="traffic patterns, comma separated")
     p.add_argument("--levels", type=_floats, default=(0.1, 0.25, 0.5, 0.75, 1.0),
                    help="offered load per source, fractions of the link rate (the first is the delay probe)")
-    p.add_argument("--rate-mbps", type=float, default=3.0)
-    p.add_argument("--allreduce-kb", type=int, default=128)
-    p.add_argument("--allreduce-iterations", type=int, default=3)
+    p.add_argument("--rate-mbps", type=float, default=3.0, help="circuit link rate")
+    p.add_argument("--allreduce-kb", type=int, default=128, help="ring all-reduce size, KiB")
+    p.add_argument("--allreduce-iterations", type=int, default=3, help="all-reduces per run")
     p.add_argument("--quick", action="store_true", help="one repetition of a small plan (for tests)")
     p.add_argument("--report-only", type=Path, default=None, metavar="DIR",
                    help="no emulation: rewrite DIR's table and plots from its results.json")
-    p.add_argument("--out", type=Path, default=None, help="results folder (default: results/rotor-<time>)")
-    a = p.parse_args(argv)
-    if a.report_only is not None:
-        return _stored_config(a.report_only / "results.json").validate(), a.report_only, True
+    return p
+
+
+def _config(a: argparse.Namespace) -> RotorConfig:
+    """The configuration the parsed options ask for."""
     nights = a.nights_ms if a.nights_ms is not None else (8.0, 16.0, 32.0)
     if a.duty_cycles is not None:
         # nights rounded to 0.1 ms, so that the schedule's slot grid stays coarse enough to install
@@ -231,7 +241,7 @@ def parse_config(argv: list[str]) -> tuple[RotorConfig, Path | None, bool]:
         cfg = dataclasses.replace(cfg, repetitions=1, slices_ms=(cfg.reference_slice_ms,), nights_ms=(16.0,),
                                   patterns=("hot-pair",), levels=(0.2, 1.0), level_seconds=0.8, probe_seconds=1.0,
                                   allreduce_bytes=32 * 1024, allreduce_iterations=1, worker_timeout_s=8.0)
-    return cfg.validate(), a.out, False
+    return cfg.validate()
 
 
 def _stored_config(path: Path) -> RotorConfig:

@@ -23,6 +23,7 @@ from typing import Any
 from fabric_net import EmulatedFabric, check_free
 
 from controller.errors import ConfigError, MlfabricError
+from controller.experiments.options import add_common_options, experiment_parser
 from controller.experiments.results import (
     interrupt_on_signals,
     new_results_dir,
@@ -59,10 +60,9 @@ def _tdn(text: str) -> Tdn:
         raise argparse.ArgumentTypeError(f"bad TDN {text!r}: expected RATE_MBPS/DELAY_US") from None
 
 
-def parse_config(argv: list[str]) -> tuple[TdtcpConfig, Path | None]:
-    p = argparse.ArgumentParser(prog="mlfabric experiment run tdtcp", description=__doc__.split("\n")[0])
-    p.add_argument("--target", choices=("python", "bmv2"), default="python")
-    p.add_argument("--repetitions", type=int, default=3)
+def build_parser() -> argparse.ArgumentParser:
+    p = experiment_parser("tdtcp", __doc__)
+    add_common_options(p, "tdtcp", repetitions=3)
     p.add_argument("--seconds", type=float, default=8.0, help="length of each transfer")
     p.add_argument("--day-ms", type=float, default=20.0, help="how long each TDN's circuit holds")
     p.add_argument("--gap-ms", type=float, default=1.0, help="darkness between the TDNs")
@@ -70,8 +70,11 @@ def parse_config(argv: list[str]) -> tuple[TdtcpConfig, Path | None]:
     p.add_argument("--slow", type=_tdn, default=Tdn(2.0, 2500), help="the slow TDN: RATE_MBPS/DELAY_US")
     p.add_argument("--transports", default=",".join(TRANSPORTS), help="among tdtcp, single, cubic")
     p.add_argument("--quick", action="store_true", help="1 repetition of 3 s (for tests)")
-    p.add_argument("--out", type=Path, default=None)
-    a = p.parse_args(argv)
+    return p
+
+
+def parse_config(argv: list[str]) -> tuple[TdtcpConfig, Path | None]:
+    a = build_parser().parse_args(argv)
     cfg = TdtcpConfig(target=a.target, repetitions=1 if a.quick else a.repetitions, seconds=3.0 if a.quick else a.seconds,
                       day_ms=a.day_ms, gap_ms=a.gap_ms, fast=a.fast, slow=a.slow,
                       transports=tuple(t for t in a.transports.split(",") if t))

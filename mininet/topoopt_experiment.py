@@ -21,6 +21,7 @@ from typing import Any
 from fabric_net import EmulatedFabric, check_free
 
 from controller.errors import ConfigError, MlfabricError
+from controller.experiments.options import add_common_options, experiment_parser
 from controller.experiments.results import (
     interrupt_on_signals,
     new_results_dir,
@@ -50,18 +51,20 @@ def _say(msg: str) -> None:
     print(f"[topoopt] {msg}", flush=True)
 
 
-def parse_config(argv: list[str]) -> tuple[TopoOptConfig, Path | None]:
-    p = argparse.ArgumentParser(prog="mlfabric experiment run topoopt", description=__doc__.split("\n")[0])
-    p.add_argument("--target", choices=("python", "bmv2"), default="python")
-    p.add_argument("--servers", type=int, default=16)
+def build_parser() -> argparse.ArgumentParser:
+    p = experiment_parser("topoopt", __doc__)
+    add_common_options(p, "topoopt", repetitions=3)
+    p.add_argument("--servers", type=int, default=16, help="servers of both fabrics")
     p.add_argument("--degrees", default="2,3,4", help="comma-separated TopoOpt degrees (NICs per server)")
     p.add_argument("--rate-mbps", type=float, default=10.0, help="each TopoOpt NIC; the fat-tree NIC gets d x this")
-    p.add_argument("--repetitions", type=int, default=3)
-    p.add_argument("--allreduce-kb", type=int, default=512)
-    p.add_argument("--alltoall-kb", type=int, default=256)
+    p.add_argument("--allreduce-kb", type=int, default=512, help="all-reduce size per server, KiB")
+    p.add_argument("--alltoall-kb", type=int, default=256, help="all-to-all size per server, KiB")
     p.add_argument("--quick", action="store_true", help="8 servers, degree 2, 1 repetition, small collectives")
-    p.add_argument("--out", type=Path, default=None)
-    a = p.parse_args(argv)
+    return p
+
+
+def parse_config(argv: list[str]) -> tuple[TopoOptConfig, Path | None]:
+    a = build_parser().parse_args(argv)
     try:
         degrees = tuple(int(d) for d in a.degrees.split(",") if d)
     except ValueError:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from controller.cli.output import emit, format_table
+from controller.cli.output import add_json_flag, emit, format_table
 from controller.errors import ConfigError, EmulationError
 from controller.topology.model import Topology
 
@@ -64,13 +64,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = hsub.add_parser("list", help="hosts with their NICs, addresses, rails and shell pids",
                          epilog="example: mlfabric host list")
     ls.add_argument("--topology", type=Path, default=None, help="topology with host pids (default: the running one)")
-    ls.add_argument("--json", action="store_true")
+    add_json_flag(ls)
     ls.set_defaults(func=_list)
     ex = hsub.add_parser("exec", help="run a command inside a host (its network namespace)",
                          epilog="examples: mlfabric host exec s0 -- ping -c1 10.0.1.1\n"
                                 "          mlfabric host exec h0_0 -- ip route",
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    ex.add_argument("host")
+    ex.add_argument("host", help="host name, as in mlfabric host list")
     ex.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command and its arguments")
-    ex.add_argument("--topology", type=Path, default=None)
+    ex.add_argument("--topology", type=Path, default=None, help="topology with host pids (default: the running one)")
     ex.set_defaults(func=_exec)

@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from controller.cli.help_text import ExperimentOptionsHelp, add_group_examples
+from controller.cli.output import add_json_flag
 from controller.errors import MlfabricError
 from pybmv2.errors import TargetError
 
@@ -90,16 +92,35 @@ def _smoke(args: argparse.Namespace) -> int:
 
 
 def _passed_on(rest: list[str]) -> list[str]:
-    """The options a subcommand hands to an emulation module, without a leading ``--``."""
-    return rest[1:] if rest[:1] == ["--"] else rest
+    """The options a subcommand hands to an emulation module, without the first ``--``
+    (``fabric up TOPOLOGY -- --help`` and ``fabric up -- TOPOLOGY`` both work).
+
+    >>> _passed_on(["t.yaml", "--", "--help"])
+    ['t.yaml', '--help']
+    """
+    if "--" in rest:
+        i = rest.index("--")
+        return rest[:i] + rest[i + 1:]
+    return rest
+
+
+EXPERIMENT_MODULES = {"rail-only": "rail_experiment", "checkmate": "checkmate_experiment",
+                      "rotor": "rotor_experiment", "tdtcp": "tdtcp_experiment", "topoopt": "topoopt_experiment"}
 
 
 def _experiment(args: argparse.Namespace) -> int:
     from controller.emulation import run_emulation_module
 
-    modules = {"rail-only": "rail_experiment", "checkmate": "checkmate_experiment",
-               "rotor": "rotor_experiment", "tdtcp": "tdtcp_experiment", "topoopt": "topoopt_experiment"}
-    return run_emulation_module(modules[args.name], _passed_on(args.rest))
+    return run_emulation_module(EXPERIMENT_MODULES[args.name], _passed_on(args.rest))
+
+
+def _experiment_parser(name: str) -> Callable[[], argparse.ArgumentParser]:
+    def build() -> argparse.ArgumentParser:
+        from controller.emulation import load_emulation_module
+
+        parser: argparse.ArgumentParser = load_emulation_module(EXPERIMENT_MODULES[name]).build_parser()
+        return parser
+    return build
 
 
 def _fabric_up(args: argparse.Namespace) -> int:
@@ -161,10 +182,22 @@ def _model(args: argparse.Namespace) -> int:
     return 0
 
 
+QUICK_START = """\
+quick start (root; each command's --help has examples):
+  mlfabric doctor                                       what this machine can run
+  mlfabric experiment run rail-only                     the main experiment: table, plots, CSV
+  mlfabric fabric up topologies/rail-only-4x4.yaml      a fabric to work with, until Ctrl-C
+  mlfabric host exec s0 -- ping -c1 10.0.1.1            (another shell) s0 pings s1 on rail 0
+  mlfabric rules show rail0 ipv4_lpm                    a switch's table, by switch name
+  mlfabric counters rail0                               its counters
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mlfabric",
         description="Workload-aware ML networking on P4 switches: control plane and emulation.",
+        epilog=QUICK_START,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
@@ -174,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor", help="report toolchain, Mininet and qdiscs",
         epilog="example: mlfabric doctor --json",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_flag(p)
     p.set_defaults(func=_doctor)
 
     p4 = sub.add_parser("p4", help="compile the P4 programs or check their artifacts")
@@ -198,43 +231,46 @@ def build_parser() -> argparse.ArgumentParser:
         "smoke", help="Mininet smoke run: pipeline, rules and a ping between two hosts",
         epilog="example: mlfabric smoke --target python",
     )
-    p.add_argument("--target", choices=("python", "bmv2"), default="python")
+    p.add_argument("--target", choices=("python", "bmv2"), default="python", help="switch target (default: python)")
     p.set_defaults(func=_smoke)
 
     e = sub.add_parser("experiment", help="run an emulated experiment or its analytical model")
     esub = e.add_subparsers(dest="experiment_command", metavar="ACTION", required=True)
     er = esub.add_parser(
-        "run", help="run an experiment in Mininet (root); options after the name go to it",
+        "run", help="run an experiment in Mininet (root); options after the name go to it", add_help=False,
         epilog="examples: mlfabric experiment run rail-only\n"
                "          mlfabric experiment run rail-only --gpus 32 --rails 8 --iterations 5\n"
                "          mlfabric experiment run checkmate --repetitions 5 --loss-rate 0.01\n"
                "          mlfabric experiment run rotor --target bmv2 --slices-ms 16,32,64 --duty-cycles 0.8,0.5\n"
                "          mlfabric experiment run tdtcp --day-ms 20 --fast 16/500 --slow 2/2500\n"
                "          mlfabric experiment run topoopt --servers 16 --degrees 2,3,4\n"
-               "          mlfabric experiment run rail-only -- --help",
+               "          mlfabric experiment run rail-only --help",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    er.add_argument("name", choices=("rail-only", "checkmate", "rotor", "tdtcp", "topoopt"))
-    er.add_argument("rest", nargs=argparse.REMAINDER, help="the experiment's own options")
+    er.add_argument("-h", "--help", action=ExperimentOptionsHelp,
+                    parsers={name: _experiment_parser(name) for name in EXPERIMENT_MODULES})
+    er.add_argument("name", choices=tuple(EXPERIMENT_MODULES), help="the experiment")
+    er.add_argument("rest", nargs=argparse.REMAINDER, help="the experiment's own options (listed below)")
     er.set_defaults(func=_experiment)
     em = esub.add_parser("model", help="the analytical cost/power and iteration-time model, tables and plots",
                          epilog="example: mlfabric experiment model rail-only --out results/model")
-    em.add_argument("name", choices=("rail-only", "topoopt"))
-    em.add_argument("--out", type=Path, default=None)
+    em.add_argument("name", choices=("rail-only", "topoopt"), help="whose model")
+    em.add_argument("--out", type=Path, default=None, help="folder for the tables and plots (default: results/NAME-model-<time>)")
     em.set_defaults(func=_model)
 
     f = sub.add_parser("fabric", help="run an emulated fabric to use the CLI against (root)")
     fsub = f.add_subparsers(dest="fabric_command", metavar="ACTION", required=True)
+    # every argument, --help included, goes to the fabric_up module: prefix '+' keeps argparse off them
     fu = fsub.add_parser(
-        "up", help="build a topology in Mininet, install its rules, run until Ctrl-C",
+        "up", help="build a topology in Mininet, install its rules, run until Ctrl-C", add_help=False, prefix_chars="+",
         epilog="examples: mlfabric fabric up topologies/rail-only-4x4.yaml\n"
                "          mlfabric fabric up topologies/rail-fat-tree-4x4.yaml --target bmv2 --cli\n"
-               "          mlfabric fabric up TOPOLOGY -- --help",
+               "          mlfabric fabric up --help",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     fu.add_argument("rest", nargs=argparse.REMAINDER, help="TOPOLOGY and the options of fabric up")
     fu.set_defaults(func=_fabric_up)
     fs = fsub.add_parser("status", help="the running fabric's switches and whether they answer",
                          epilog="example: mlfabric fabric status --json")
-    fs.add_argument("--json", action="store_true")
+    add_json_flag(fs)
     fs.set_defaults(func=_fabric_status)
 
     from controller.cli import (
@@ -254,6 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     schedule_cmds.register(sub)
     reconfigure_cmds.register(sub)
     host_cmds.register(sub)
+    add_group_examples(parser)
     return parser
 
 

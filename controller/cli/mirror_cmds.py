@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from controller.cli.output import emit, format_table
+from controller.cli.output import add_json_flag, emit, format_table
 from controller.cli.switch_args import topology_path
 from controller.mirror import (
     compile_mirror,
@@ -88,5 +88,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--topology", type=Path, default=None,
                        help="topology file (default: $MLFABRIC_TOPOLOGY or the running emulation's)")
         p.add_argument("--election-id", type=int, default=1 if name in ("add", "remove") else 0)
-        p.add_argument("--json", action="store_true", help="JSON output")
+        add_json_flag(p)
         p.set_defaults(func=func)

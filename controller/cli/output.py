@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["emit", "format_table"]
+__all__ = ["add_json_flag", "emit", "format_table"]
 
 
 def format_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
@@ -39,3 +40,8 @@ def emit(data: Any, *, as_json: bool, text: str | None = None) -> None:
         print(format_table(data))
     else:
         print(data)
+
+
+def add_json_flag(p: argparse.ArgumentParser) -> None:
+    """``--json``: the command's result (or its error) as one JSON document on stdout."""
+    p.add_argument("--json", action="store_true", help="machine-readable output: one JSON document on stdout")

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from controller.cli.output import emit, format_table
+from controller.cli.output import add_json_flag, emit, format_table
 from controller.schedule import ROUTINGS, load_schedule
 
 __all__ = ["register"]
@@ -71,5 +71,5 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: 100 ms + 50 us per entry written)")
     p.add_argument("--probes", type=int, default=8, help="clock probes per switch")
     p.add_argument("--no-finish", action="store_true", help="stop after the commit (the flip still happens)")
-    p.add_argument("--json", action="store_true")
+    add_json_flag(p)
     p.set_defaults(func=_reconfigure)

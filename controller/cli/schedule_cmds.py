@@ -6,7 +6,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from controller.cli.output import emit, format_table
+from controller.cli.output import add_json_flag, emit, format_table
 from controller.errors import ConfigError
 from controller.schedule import (
     ROUTINGS,
@@ -172,7 +172,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                "          mlfabric schedule gen opera --racks 8 --uplinks 2\n"
                                "          mlfabric schedule gen one-shot --racks 4 --days 1,2,3",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    g.add_argument("kind", choices=("round-robin", "opera", "one-shot"))
+    g.add_argument("kind", choices=("round-robin", "opera", "one-shot"), help="the schedule's family")
     g.add_argument("--racks", type=int, required=True, help="ToRs in the fabric")
     g.add_argument("--slice-us", type=int, default=10_000, help="a day: how long a matching holds")
     g.add_argument("--night-us", type=int, default=1_000, help="reconfiguration gap after each day")
@@ -180,16 +180,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--days", default="1", help="one-shot: the strobe day (1..racks-1) each circuit switch pins, "
                    "comma-separated (a topology: circuit switch k connects rack j to rack j + day_k)")
     g.add_argument("-o", "--output", type=Path, default=None, help="file to write (default: print YAML)")
-    g.add_argument("--json", action="store_true")
+    add_json_flag(g)
     g.set_defaults(func=_gen)
     c = ssub.add_parser("check", help="check a schedule file offline",
                         epilog="example: mlfabric schedule check topologies/schedules/rr-4.yaml")
-    c.add_argument("file", type=Path)
-    c.add_argument("--json", action="store_true")
+    c.add_argument("file", type=Path, help="the schedule file (YAML)")
+    add_json_flag(c)
     c.set_defaults(func=_check)
     i = ssub.add_parser("install", help="install a schedule on the running fabric's circuit switches, one epoch",
                         epilog="example: mlfabric schedule install topologies/schedules/round-robin-4.yaml")
-    i.add_argument("file", type=Path)
+    i.add_argument("file", type=Path, help="the schedule file (YAML)")
     i.add_argument("--topology", type=Path, default=None, help="topology with gRPC addresses (default: the running one)")
     i.add_argument("--probes", type=int, default=16, help="clock probes per switch")
     i.add_argument("--routing", choices=ROUTINGS, default="direct", help="the ToRs' time-flow routing")
@@ -197,21 +197,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "us of a day (latency and clock skew)")
     i.add_argument("--calendar-queues", action="store_true",
                    help="the ToRs hold what waits (Python target started with --calendar-queue release_us)")
-    i.add_argument("--json", action="store_true")
+    add_json_flag(i)
     i.set_defaults(func=_install)
     t = ssub.add_parser("stop", help="every circuit switch dark: its slices and circuits deleted",
                         epilog="example: mlfabric schedule stop")
-    t.add_argument("--topology", type=Path, default=None)
-    t.add_argument("--json", action="store_true")
+    t.add_argument("--topology", type=Path, default=None, help="topology with gRPC addresses (default: the running one)")
+    add_json_flag(t)
     t.set_defaults(func=_stop)
     s = ssub.add_parser("show", help="a schedule file's slices, duty cycle and calendar-queue waits; "
                                      "without a file, the running fabric's, read back from its circuit switches",
                         epilog="examples: mlfabric schedule show topologies/schedules/round-robin-4.yaml --at 25000\n"
                                "          mlfabric schedule show            # the running fabric, live",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("file", type=Path, nargs="?", default=None)
+    s.add_argument("file", type=Path, nargs="?", default=None, help="the schedule file (default: read the running fabric)")
     s.add_argument("--topology", type=Path, default=None, help="live: topology with gRPC addresses "
                    "(default: the running one)")
     s.add_argument("--at", type=int, default=None, help="also say where each circuit is at this time (us)")
-    s.add_argument("--json", action="store_true")
+    add_json_flag(s)
     s.set_defaults(func=_show)

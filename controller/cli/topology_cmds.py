@@ -6,7 +6,7 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
-from controller.cli.output import emit, format_table
+from controller.cli.output import add_json_flag, emit, format_table
 from controller.errors import ConfigError
 from controller.topology import (
     check_topology,
@@ -130,7 +130,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                "          mlfabric topology gen topoopt --servers 16 --degree 3\n"
                                "          mlfabric topology gen optical --servers 4 --hosts 1 --uplinks 1 -o topologies/optical-4x1.yaml",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    g.add_argument("kind", choices=("rail-only", "fat-tree", "topoopt", "optical"))
+    g.add_argument("kind", choices=("rail-only", "fat-tree", "topoopt", "optical"), help="the fabric's family")
     g.add_argument("--servers", type=int, required=True, help="servers (HB domains); n for topoopt; racks for optical")
     g.add_argument("--hosts", type=int, default=1, help="hosts per rack (optical)")
     g.add_argument("--uplinks", type=int, default=1, help="ToR uplinks = circuit switches (optical)")
@@ -141,7 +141,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--oversubscription", type=float, default=1.0, help="leaf oversubscription (fat-tree)")
     g.add_argument("--rate-mbps", type=float, default=100.0, help="link rate to shape in the emulation")
     g.add_argument("-o", "--output", type=Path, help="write YAML here (default: print it)")
-    g.add_argument("--json", action="store_true")
+    add_json_flag(g)
     g.set_defaults(func=_gen)
 
     for name, func, helptext, example in (
@@ -149,13 +149,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         ("show", _show, "summary table: switches, ports, GPUs per rail", "mlfabric topology show topologies/rail-only-4x4.yaml"),
     ):
         p = tsub.add_parser(name, help=helptext, epilog=f"example: {example}")
-        p.add_argument("file", type=Path)
-        p.add_argument("--json", action="store_true")
+        p.add_argument("file", type=Path, help="the topology file (YAML)")
+        add_json_flag(p)
         p.set_defaults(func=func)
     d = tsub.add_parser("draw", help="draw the fabric as a PNG, rails coloured",
                         epilog="example: mlfabric topology draw topologies/rail-only-4x4.yaml -o fabric.png")
-    d.add_argument("file", type=Path)
-    d.add_argument("-o", "--output", type=Path, required=True)
-    d.add_argument("--json", action="store_true")
+    d.add_argument("file", type=Path, help="the topology file (YAML)")
+    d.add_argument("-o", "--output", type=Path, required=True, help="the PNG to write")
+    add_json_flag(d)
     d.set_defaults(func=_draw)
 

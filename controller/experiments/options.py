@@ -1,0 +1,35 @@
+"""The command-line options every experiment runner shares, worded once."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+__all__ = ["DefaultsFormatter", "add_common_options", "experiment_parser"]
+
+
+class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends ``(default: X)`` to an option's help, except where there is nothing to say
+    (no default, a flag that is off, or a help text that already names its default)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False) or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def experiment_parser(name: str, description: str | None) -> argparse.ArgumentParser:
+    """The parser of ``mlfabric experiment run NAME``; the runner adds its own options."""
+    return argparse.ArgumentParser(prog=f"mlfabric experiment run {name}",
+                                   description=(description or "").split("\n")[0] or None,
+                                   formatter_class=DefaultsFormatter)
+
+
+def add_common_options(p: argparse.ArgumentParser, name: str, *, repetitions: int | None = None) -> None:
+    """``--target``, ``--out`` and (when the experiment repeats runs) ``--repetitions``."""
+    p.add_argument("--target", choices=("python", "bmv2"), default="python",
+                   help="switch target: the project's Python switch or BMv2 simple_switch_grpc")
+    if repetitions is not None:
+        p.add_argument("--repetitions", type=int, default=repetitions,
+                       help="independent runs of everything; figures are mean ± sd over them")
+    p.add_argument("--out", type=Path, default=None, help=f"results folder (default: results/{name}-<time>)")
