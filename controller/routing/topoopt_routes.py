@@ -11,12 +11,12 @@ which neighbour receives it. Only positive strides are usable when transmit is o
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
 from controller.errors import ConfigError
 from controller.p4runtime.entities import TableRule
 from controller.topology.model import Topology
+from controller.topology.totient import stride_graph
 
 __all__ = ["HostRoute", "circuit_rules", "compile_host_routes", "host_commands", "walk"]
 
@@ -34,15 +34,12 @@ class HostRoute:
 
 def _first_hops(n: int, strides: list[int]) -> dict[int, tuple[int, int]]:
     """distance -> (NIC index of the first stride, hop count), by BFS over forward strides."""
+    import networkx as nx
+
+    graph = stride_graph(n, strides)
     first: dict[int, tuple[int, int]] = {0: (-1, 0)}
-    q = deque([0])
-    while q:
-        u = q.popleft()
-        for nic, s in enumerate(strides):
-            v = (u + s) % n
-            if v not in first:
-                first[v] = (first[u][0] if u else nic, first[u][1] + 1)
-                q.append(v)
+    for v, u in nx.bfs_predecessors(graph, 0):
+        first[v] = (first[u][0] if u else graph.edges[u, v]["index"], first[u][1] + 1)
     if len(first) < n:
         raise ConfigError("<topology>", "params.strides", strides, f"do not connect {n} servers with one-way circuits")
     return first

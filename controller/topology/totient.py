@@ -9,10 +9,9 @@ the largest candidate, so that multi-hop routes are short "coin-change" sums of 
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Sequence
 
-__all__ = ["coin_change_route", "diameter", "ring_strides", "totient_candidates"]
+__all__ = ["coin_change_route", "diameter", "ring_strides", "stride_graph", "totient_candidates"]
 
 
 def totient_candidates(n: int) -> list[int]:
@@ -70,27 +69,41 @@ def diameter(n: int, strides: Sequence[int]) -> int:
     return max(nx.single_source_shortest_path_length(graph, 0).values())
 
 
+def stride_graph(n: int, strides: Sequence[int]):  # -> networkx.DiGraph
+    """Nodes 0..n-1, an edge u -> u + s (mod n) for every stride s, in the strides' order,
+    labelled with the stride and its index (the first stride wins where two coincide).
+
+    >>> g = stride_graph(4, [1, 3])
+    >>> g.edges[0, 3]
+    {'stride': 3, 'index': 1}
+    """
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(n))
+    for u in range(n):
+        for index, s in enumerate(strides):
+            v = (u + s) % n
+            if v != u and not graph.has_edge(u, v):
+                graph.add_edge(u, v, stride=s, index=index)
+    return graph
+
+
 def coin_change_route(n: int, strides: Sequence[int], src: int, dst: int) -> list[int]:
     """A shortest path src -> dst as the list of signed strides taken ("coin change").
 
     >>> coin_change_route(16, [1, 3, 7], 0, 10)  # 1 - 7 = -6 = 10 (mod 16)
     [1, -7]
     """
-    moves = _moves(n, strides)
-    target = (dst - src) % n
-    prev: dict[int, tuple[int, int]] = {0: (0, 0)}
-    q = deque([0])
-    while q and target not in prev:
-        u = q.popleft()
-        for m in moves:
-            v = (u + m) % n
-            if v not in prev:
-                prev[v] = (u, m)
-                q.append(v)
+    import networkx as nx
+
+    graph = stride_graph(n, _moves(n, strides))
+    prev = dict(nx.bfs_predecessors(graph, 0))
     path: list[int] = []
-    node = target
+    node = (dst - src) % n
     while node != 0:
-        u, m = prev[node]
+        u = prev[node]
+        m = graph.edges[u, node]["stride"]
         path.append(m if m <= n // 2 else m - n)
         node = u
     return sorted(path, key=abs)
