@@ -10,6 +10,7 @@ also after Ctrl-C or SIGTERM.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 import threading
@@ -22,6 +23,12 @@ from controller.cli.switch_args import current_fabric_path
 from controller.errors import MlfabricError
 from controller.schedule import load_schedule
 from controller.topology import load_topology
+
+
+class FabricStopped(SystemExit):
+    """A signal asked the fabric to stop while Mininet's CLI had control. A SystemExit,
+    because Mininet's bare ``except:`` clauses (its log handler's, for one) re-raise only
+    that and KeyboardInterrupt, which its CLI takes to mean "cancel the command"."""
 
 
 def main(argv: list[str]) -> int:
@@ -56,7 +63,20 @@ def main(argv: list[str]) -> int:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         return 2
     stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    in_cli = threading.Event()
+    # Mininet's CLI catches KeyboardInterrupt to cancel a command, as a shell does; only a
+    # person at a terminal wants that. Every other signal, and SIGINT without a terminal,
+    # ends the CLI with an exception it does not catch, and the fabric comes down. Before
+    # the CLI runs (bring-up), a signal only marks the fabric to stop once it is up.
+    cli_owns_sigint = a.cli and sys.stdin.isatty()
+    stopping = (signal.SIGTERM, signal.SIGHUP) + (() if cli_owns_sigint else (signal.SIGINT,))
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+        if in_cli.is_set():
+            raise FabricStopped(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in stopping}
     try:
         with fabric:
             assert fabric.live is not None
@@ -78,7 +98,11 @@ def main(argv: list[str]) -> int:
                 from mininet.log import setLogLevel
 
                 setLogLevel("info")  # the CLI's commands (nodes, net, pingall) print at info
-                CLI(fabric.net)
+                in_cli.set()
+                with contextlib.suppress(FabricStopped):
+                    if not stop.is_set():
+                        CLI(fabric.net)
+                in_cli.clear()
             else:
                 print("[fabric] Ctrl-C stops it", flush=True)
                 stop.wait(a.duration)

@@ -1,12 +1,16 @@
 """``mlfabric fabric up --cli`` works as in the p4lang tutorials: Mininet's commands print, and
-``pingall`` reaches every host; input piped from a file ends it and tears it down."""
+``pingall`` reaches every host; input piped from a file ends it and tears it down, and so do
+SIGTERM and SIGHUP (and SIGINT when no terminal is attached) while the CLI waits for input."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,3 +26,32 @@ def test_the_mininet_cli_prints_and_pingall_reaches_everyone(target_name: str, t
     assert "Results: 0% dropped (12/12 received)" in out, "pingall reached every host"
     assert out.count("*** Ping: testing ping reachability") == 1, "each line once"
     assert "torn down" in out and not (tmp_path / "current-fabric.yaml").exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
+def test_a_signal_tears_down_a_fabric_whose_cli_waits_for_input(sig: signal.Signals, target_name: str,
+                                                                 tmp_path) -> None:
+    env = {**os.environ, "MLFABRIC_STATE_DIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "fabric", "up", "topologies/rail-only-4x4.yaml",
+                             "--target", target_name, "--cli"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, cwd=REPO, env=env, text=True)
+    assert proc.stdout is not None
+    seen = []
+    try:
+        for line in proc.stdout:  # the stdin pipe stays open: the CLI waits for a command
+            seen.append(line)
+            if "*** Starting CLI" in line:
+                break
+        else:
+            pytest.fail("the CLI did not start: " + "".join(seen)[-2000:])
+        proc.send_signal(sig)
+        proc.wait(timeout=60)  # stdin stays open: not communicate(), whose EOF would end the CLI anyway
+        out = proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "torn down" in out, "".join(seen)[-1000:] + out[-2000:]
+    assert proc.returncode == 0
+    assert not (tmp_path / "current-fabric.yaml").exists()
+    assert list(tmp_path.glob("fabric-*.json")) == [], "its record is removed"
