@@ -18,6 +18,7 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from p4_switch_nodes import P4TargetSwitch
 
+from controller.experiments.results import interrupt_on_signals
 from controller.netstate import NetRecord
 from controller.p4build import pipeline_files
 from controller.p4runtime.client import P4RuntimeClient
@@ -45,7 +46,7 @@ def _routes(schema: P4Schema) -> list[TableRule]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="mlfabric smoke")
-    parser.add_argument("--target", choices=("python", "bmv2"), default="python")
+    parser.add_argument("--target", choices=("python", "bmv2"), default="python", help="switch target")
     args = parser.parse_args(argv)
     setLogLevel("warning")
     art = pipeline_files("rail_switch")
@@ -53,7 +54,7 @@ def main(argv: list[str]) -> int:
     schema = P4Schema(p4info)
     t0 = time.monotonic()
     received, out = 0, ""
-    with NetRecord("smoke") as record:
+    with interrupt_on_signals(), NetRecord("smoke") as record:  # SIGTERM/SIGHUP tear down as Ctrl-C does
         net = Mininet(controller=None, build=False, autoSetMacs=False, autoStaticArp=False)
         hosts = {name: net.addHost(name, ip=f"{ip}/24", mac=mac) for name, ip, mac, _ in HOSTS}
         grpc = f"127.0.0.1:{free_tcp_port()}"

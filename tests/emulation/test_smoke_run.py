@@ -34,3 +34,28 @@ def test_smoke_run_pings_across_a_p4_switch(target_name: str, capsys) -> None:
     assert set(_switch_processes()) <= procs_before
     assert _root_links() <= links_before
     assert list(state_dir().glob("smoke-*.json")) == []
+
+
+def test_sigterm_mid_run_tears_the_smoke_run_down(target_name: str, tmp_path) -> None:
+    import os
+    import signal
+    import sys
+    from pathlib import Path
+
+    links_before = _root_links()
+    procs_before = set(_switch_processes())
+    env = {**os.environ, "MLFABRIC_STATE_DIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "smoke", "--target", target_name],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            cwd=Path(__file__).resolve().parents[2])
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "switch s1 up" in line:  # the network and the switch exist now
+            proc.send_signal(signal.SIGTERM)
+            break
+    out = proc.stdout.read()
+    proc.wait(timeout=60)
+    assert "Traceback" not in out, out
+    assert set(_switch_processes()) <= procs_before
+    assert _root_links() <= links_before
+    assert list(tmp_path.glob("smoke-*.json")) == []
