@@ -44,9 +44,45 @@ def test_pipeline_load_add_show_delete(switch: str, capsys) -> None:
     assert "10.9.0.0/16" in out and "02:00:00:00:00:09" in out and "set_nexthop(port=3" in out
     code, out, _ = run(capsys, "rules", "show", *sw, "--json")
     data = json.loads(out)
-    assert data["RailIngress.ipv4_lpm"][0]["hdr.ipv4.dst_addr"] == "10.9.0.0/16"
+    assert data["RailIngress.ipv4_lpm"]["entries"][0]["hdr.ipv4.dst_addr"] == "10.9.0.0/16"
     assert run(capsys, "rules", "delete", *sw, "ipv4_lpm", "dst_addr=10.9.0.0/16")[0] == 0
-    assert "no entries" in run(capsys, "rules", "show", *sw)[1]
+    assert "RailIngress.ipv4_lpm: no entries" in run(capsys, "rules", "show", *sw)[1]
+
+
+NEXTHOP = ["set_nexthop", "port=3", "dmac=02:00:00:00:00:09", "smac=02:5f:00:01:00:03"]
+
+
+def test_modify_changes_an_entry_and_names_one_that_does_not_exist(switch: str, capsys) -> None:
+    sw = [switch]
+    run(capsys, "pipeline", "load", *sw, "--program", "rail_switch")
+    assert run(capsys, "rules", "add", *sw, "ipv4_lpm", "dst_addr=10.9.0.0/16", *NEXTHOP)[0] == 0
+    code, out, err = run(capsys, "rules", "modify", *sw, "ipv4_lpm", "dst_addr=10.9.0.0/16", "set_nexthop", "port=4",
+                         "dmac=02:00:00:00:00:0a", "smac=02:5f:00:01:00:04")
+    assert code == 0, err
+    assert "modified RailIngress.ipv4_lpm dst_addr=10.9.0.0/16 set_nexthop(port=4, dmac=02:00:00:00:00:0a" in out
+    (entry,) = json.loads(run(capsys, "rules", "show", *sw, "ipv4_lpm", "--json")[1])["RailIngress.ipv4_lpm"]["entries"]
+    assert entry["action"] == "set_nexthop(port=4, dmac=02:00:00:00:00:0a, smac=02:5f:00:01:00:04)"
+    code, _, err = run(capsys, "rules", "modify", *sw, "ipv4_lpm", "dst_addr=10.8.0.0/16", "drop")
+    assert code == 1 and err.count("\n") == 1
+    assert "RailIngress.ipv4_lpm has no entry dst_addr=10.8.0.0/16 to modify" in err
+
+
+def test_show_lists_each_tables_default_action_and_default_writes_say_so(switch: str, capsys) -> None:
+    sw = [switch]
+    run(capsys, "pipeline", "load", *sw, "--program", "rail_switch")
+    code, out, _ = run(capsys, "rules", "show", *sw, "ipv4_lpm")
+    assert code == 0 and out.splitlines() == ["RailIngress.ipv4_lpm: no entries", "default: drop()"]
+    # the option among the positionals, as people type it
+    code, out, err = run(capsys, "rules", "add", *sw, "ipv4_lpm", "--default", *NEXTHOP)
+    assert code == 0, err
+    assert out.strip().endswith("default action of RailIngress.ipv4_lpm set to "
+                                "set_nexthop(port=3, dmac=02:00:00:00:00:09, smac=02:5f:00:01:00:03)")
+    data = json.loads(run(capsys, "rules", "show", *sw, "--json")[1])
+    assert data["RailIngress.ipv4_lpm"] == {
+        "entries": [], "default": "set_nexthop(port=3, dmac=02:00:00:00:00:09, smac=02:5f:00:01:00:03)"}
+    assert data["RailIngress.ecmp_nexthop"]["default"] == "drop()"
+    code, out, _ = run(capsys, "rules", "delete", *sw, "--default", "ipv4_lpm")
+    assert code == 0 and out.strip().endswith("default action of RailIngress.ipv4_lpm reset to drop()")
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -88,3 +124,12 @@ def test_packets_are_built_and_shown_with_scapy_and_silence_is_a_failure(switch:
     assert code == 1 and err.count("\n") == 1 and "NoSuchLayer" in err
     code, _, err = run(capsys, "packet", "listen", *sw, "--timeout", "0.3")
     assert code == 1 and "no packet-in within 0.3 s" in err
+
+
+def test_an_indirect_tables_default_shows_as_bmv2_reads_it(switch: str, capsys) -> None:
+    """PI reads an action-selector table's default entry back without an action."""
+    build = "tests/p4programs/build/selectors"
+    assert run(capsys, "pipeline", "load", switch, "--json-file", f"{build}.json", "--p4info", f"{build}.p4info.txtpb")[0] == 0
+    data = json.loads(run(capsys, "rules", "show", switch, "--json")[1])
+    assert {t: block["default"] for t, block in data.items()} == {"I.by_op": None, "I.ecmp": None, "I.wide": None}
+    assert "I.ecmp: no entries\ndefault: (no action)" in run(capsys, "rules", "show", switch)[1]
