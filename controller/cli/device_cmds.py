@@ -14,8 +14,15 @@ from controller.cli.output import emit, format_table
 from controller.cli.switch_args import add_switch_arguments, connect, remote_schema
 from controller.errors import MlfabricError
 from controller.p4build import pipeline_files
-from controller.p4runtime.entities import clone_session_entry, multicast_group_entry, update
-from controller.p4runtime.schema import load_p4info
+from controller.p4runtime.client import P4ClientError, P4RuntimeClient
+from controller.p4runtime.entities import (
+    clone_session_entry,
+    decode_rule,
+    match_text,
+    multicast_group_entry,
+    update,
+)
+from controller.p4runtime.schema import CounterInfo, DirectCounterInfo, P4Schema, load_p4info
 from controller.p4runtime.values import encode_int
 
 __all__ = ["parse_replicas", "register"]
@@ -80,7 +87,10 @@ def _pre(args: argparse.Namespace) -> int:
                 pre = e.packet_replication_engine_entry
                 msg = pre.multicast_group_entry if kind == "mcast" else pre.clone_session_entry
                 ident = msg.multicast_group_id if kind == "mcast" else msg.session_id
-                rows.append({"id": ident, "replicas": ",".join(f"{r.egress_port}:{r.instance}" for r in msg.replicas)})
+                row = {"id": ident, "replicas": ",".join(f"{r.egress_port}:{r.instance}" for r in msg.replicas)}
+                if kind == "clone":
+                    row["truncate"] = msg.packet_length_bytes  # bytes a clone keeps, 0: all
+                rows.append(row)
             emit(rows, as_json=args.json)
             return 0
         if args.id is None:
@@ -91,22 +101,46 @@ def _pre(args: argparse.Namespace) -> int:
         entry = (multicast_group_entry(args.id, replicas) if kind == "mcast"
                  else clone_session_entry(args.id, replicas, packet_length_bytes=args.truncate or 0))
         op = {"add": "insert", "modify": "modify", "delete": "delete"}[args.op]
-        client.write([update(op, entry)])
+        try:
+            client.write([update(op, entry)])
+        except P4ClientError as err:
+            if kind == "clone" and args.truncate and "clone session in target" in str(err):
+                raise MlfabricError(f"{args.switch}: clone session {args.id} with --truncate {args.truncate}: {err} "
+                                    "(BMv2 does not implement truncation: leave out --truncate)") from None
+            raise
     emit({"switch": args.switch, kind: args.id, "op": args.op}, as_json=args.json,
          text=f"{args.switch}: {kind} {args.id} {args.op} ok")
     return 0
 
 
+def _counter_rows(client: P4RuntimeClient, schema: P4Schema, counter: CounterInfo | DirectCounterInfo,
+                  index: int | None) -> list[dict]:
+    """One row per cell: ``index`` for an indexed counter; for a direct one, the table and
+    the match of the entry it counts, in natural notation."""
+    if isinstance(counter, CounterInfo):
+        return [{"counter": counter.name, "index": e.index.index, "packets": e.data.packet_count,
+                 "bytes": e.data.byte_count} for e in client.read_counter(counter.id, index)]
+    rows = []
+    for e in client.read_direct_counters(counter.table_id):
+        rule = decode_rule(schema, e.table_entry)
+        rows.append({"counter": counter.name, "table": rule.table, "entry": match_text(schema, rule),
+                     "packets": e.data.packet_count, "bytes": e.data.byte_count})
+    return rows
+
+
 def _counters(args: argparse.Namespace) -> int:
     with connect(args) as client:
         schema = remote_schema(client)
-        counters = [schema.counter(args.name)] if args.name else list(schema.counters)
-        rows = []
-        for c in counters:
-            for e in client.read_counter(c.id, args.index):
-                if args.all or e.data.packet_count or e.data.byte_count or args.index is not None:
-                    rows.append({"counter": c.name, "index": e.index.index,
-                                 "packets": e.data.packet_count, "bytes": e.data.byte_count})
+        counters: list[CounterInfo | DirectCounterInfo]
+        if args.name:
+            counters = [schema.any_counter(args.name)]
+            if args.index is not None and isinstance(counters[0], DirectCounterInfo):
+                raise MlfabricError(f"--index is for indexed counters: {counters[0].name} is a direct counter "
+                                    f"(one cell per entry of {schema.table(counters[0].table_id).name})")
+        else:
+            counters = [*schema.counters, *([] if args.index is not None else schema.direct_counters)]
+        rows = [row for c in counters for row in _counter_rows(client, schema, c, args.index)
+                if args.all or row["packets"] or row["bytes"] or args.index is not None]
     emit(rows, as_json=args.json, text=format_table(rows) if rows else f"{args.switch}: all counters are zero")
     return 0
 
@@ -169,20 +203,30 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     for kind, helptext in (("mcast", "multicast groups"), ("clone", "clone (mirror) sessions")):
         p = sub.add_parser(kind, help=f"add, modify, delete or show {helptext}",
-                           epilog=f"examples: mlfabric {kind} add rail0 7 --ports 1,2,3:1\n          mlfabric {kind} show rail0",
+                           description="Show lists replicas in the order the switch reads them back: BMv2 (PI) "
+                                       "groups them by instance, in its hash map's order, ports ascending "
+                                       "within an instance; the Python target answers the same.",
+                           epilog=f"examples: mlfabric {kind} add rail0 7 --ports 1,2,3:1\n          mlfabric {kind} show rail0"
+                                  + ("\n          mlfabric clone add rail0 5 --ports 4 --truncate 128   # Python target"
+                                     if kind == "clone" else ""),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-        p.add_argument("op", choices=("add", "modify", "delete", "show"))
+        p.add_argument("op", choices=("add", "modify", "delete", "show"), help="what to do")
         add_switch_arguments(p)
-        p.add_argument("id", type=int, nargs="?", help="group or session id")
+        p.add_argument("id", type=int, nargs="?", help="group or session id (show: default all)")
         p.add_argument("--ports", help="replicas: PORT or PORT:INSTANCE, comma separated")
         if kind == "clone":
-            p.add_argument("--truncate", type=int, default=0, help="truncate clones to this many bytes")
+            p.add_argument("--truncate", type=int, default=0,
+                           help="truncate clones to this many bytes (packet_length_bytes; shown by show; "
+                                "BMv2 rejects it, the Python target honours it)")
         p.set_defaults(func=_pre, pre_kind=kind)
 
-    p = sub.add_parser("counters", help="read counters", epilog="example: mlfabric counters rail0 port_rx")
+    p = sub.add_parser("counters", help="read indexed and direct counters",
+                       epilog="examples: mlfabric counters rail0 port_rx --index 1\n"
+                              "          mlfabric counters rail0 ipv4_lpm_hits   # per entry of ipv4_lpm",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     add_switch_arguments(p)
-    p.add_argument("name", nargs="?", help="one counter (default: all)")
-    p.add_argument("--index", type=int, default=None)
+    p.add_argument("name", nargs="?", help="one counter, indexed or direct (default: all)")
+    p.add_argument("--index", type=int, default=None, help="only this cell of an indexed counter")
     p.add_argument("--all", action="store_true", help="include zero cells")
     p.set_defaults(func=_counters)
 

@@ -54,13 +54,13 @@ def _p4_check(args: argparse.Namespace) -> int:
 
 
 def _clean_net(args: argparse.Namespace) -> int:
-    from controller.cli.switch_args import current_fabric_path
+    from controller.cli.running_fabric import current_fabric_path, owner_running
     from controller.netstate import clean_all, live_records
 
     kept = [] if args.force else live_records()
     removed = clean_all(only_dead_owners=not args.force)
     published = current_fabric_path()
-    if published.exists() and (args.force or not _owner_running(published)):
+    if published.exists() and (args.force or not owner_running(published)):
         published.unlink()
         removed.append(f"stale published fabric {published}")
     for item in removed:
@@ -70,19 +70,6 @@ def _clean_net(args: argparse.Namespace) -> int:
     if not removed and not kept:
         print("nothing to clean")
     return 0
-
-
-def _owner_running(published: Path) -> bool:
-    """Whether the process that published the fabric (params.owner_pid) still runs."""
-    import os
-
-    from controller.topology import load_topology
-
-    try:
-        pid = int(load_topology(published).params.get("owner_pid") or 0)  # type: ignore[call-overload]
-    except MlfabricError:
-        return False
-    return pid > 0 and pid != os.getpid() and Path(f"/proc/{pid}").exists()
 
 
 def _smoke(args: argparse.Namespace) -> int:
@@ -131,7 +118,7 @@ def _fabric_up(args: argparse.Namespace) -> int:
 
 def _fabric_status(args: argparse.Namespace) -> int:
     from controller.cli.output import emit, format_table
-    from controller.cli.switch_args import current_fabric_path
+    from controller.cli.running_fabric import current_fabric_path, owner_running
     from controller.readiness import tcp_open
     from controller.topology import load_topology
 
@@ -145,7 +132,7 @@ def _fabric_status(args: argparse.Namespace) -> int:
         host, _, port = (s.grpc or ":0").rpartition(":")
         rows.append({"switch": s.name, "role": s.role, "grpc": s.grpc,
                      "reachable": tcp_open(host or "127.0.0.1", int(port or 0))})
-    alive = _owner_running(path)
+    alive = owner_running(path)
     healthy = alive and all(r["reachable"] for r in rows)
     state = ("running" if healthy else "running, but switches do not answer" if alive
              else "stale: the run that published it is gone (mlfabric clean-net removes it)")

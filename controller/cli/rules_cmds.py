@@ -1,28 +1,52 @@
-"""``mlfabric rules install|show|add|delete|diff|sync``."""
+"""``mlfabric rules show|add|modify|delete`` on one switch (and ``install|diff|sync`` from
+:mod:`controller.cli.fabric_rules_cmds`)."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
+from controller.cli.fabric_rules_cmds import register_fabric_commands
 from controller.cli.output import emit, format_table
 from controller.cli.switch_args import add_switch_arguments, connect, remote_schema
 from controller.errors import MlfabricError
-from controller.install import InstallOptions, diff_fabric, install_fabric, sync_fabric
+from controller.p4runtime.client import P4ClientError, P4RuntimeClient
 from controller.p4runtime.entities import (
     TableRule,
+    action_text,
     decode_rule,
     encode_rule,
     format_rule,
+    match_text,
     parse_match,
+    rule_key,
     update,
 )
-from controller.p4runtime.schema import P4Schema
+from controller.p4runtime.schema import P4Schema, TableInfo
 from controller.p4runtime.values import parse_int
-from controller.progress import MultiProgress
-from controller.topology import load_topology, require_valid
 
-__all__ = ["parse_rule_tokens", "register"]
+__all__ = ["IntermixedParser", "parse_rule_tokens", "register", "show_data", "show_text"]
+
+
+class IntermixedParser(argparse.ArgumentParser):
+    """Options anywhere among the positionals (``rules add SW T --default drop``).
+
+    A subparser does not get :meth:`parse_intermixed_args` from the top-level parser, so
+    this one always parses that way.
+    """
+
+    _inner = False
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        if self._inner:
+            return super().parse_known_args(args, namespace)
+        self._inner = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._inner = False
 
 
 def parse_rule_tokens(schema: P4Schema, table_name: str, tokens: list[str], priority: int,
@@ -58,107 +82,128 @@ def parse_rule_tokens(schema: P4Schema, table_name: str, tokens: list[str], prio
     return TableRule(table.name, match, action, params, priority)
 
 
-def _load(args: argparse.Namespace):
-    topo = require_valid(load_topology(args.topology_file), str(args.topology_file))
-    if args.exclude:
-        try:
-            topo = topo.without(set(args.exclude))
-        except KeyError as exc:
-            raise MlfabricError(str(exc.args[0])) from None
-    return topo
+def show_data(schema: P4Schema, tables: Iterable[TableInfo], rules: Iterable[TableRule],
+              defaults: Mapping[str, TableRule]) -> dict[str, dict[str, Any]]:
+    """``{table: {"entries": [rows], "default": "ACTION(params)" or None}}`` for ``rules show``."""
+    out: dict[str, dict[str, Any]] = {t.name: {"entries": []} for t in tables}
+    for r in rules:
+        out.setdefault(r.table, {"entries": []})["entries"].append(format_rule(schema, r))
+    for name, d in defaults.items():  # None: read back without an action (an indirect table's)
+        out.setdefault(name, {"entries": []})["default"] = action_text(schema, d) if d.action else None
+    return dict(sorted(out.items()))
 
 
-def _report_rows(reports) -> list[dict]:
-    return [{"switch": r.switch, "entries": r.entries, "seconds": round(r.seconds, 3),
-             "status": "ok" if r.error is None else f"FAILED: {r.error}",
-             **({"diff": r.diff.summary()} if r.diff is not None else {})} for r in reports]
+def show_text(data: Mapping[str, Mapping[str, Any]]) -> str:
+    """Each table: its entries as an aligned table, then ``default: ACTION(params)``.
 
-
-def _install(args: argparse.Namespace) -> int:
-    topo = _load(args)
-    progress = None if args.json else MultiProgress([s.name for s in topo.switches])
-    opts = InstallOptions(batch_size=args.batch_size, atomic=args.atomic)
-    reports = install_fabric(topo, options=opts, progress=progress)
-    rows = _report_rows(reports)
-    total = sum(r.entries for r in reports)
-    emit(rows, as_json=args.json, text=format_table(rows) + f"\n{total} entries on {len(reports)} switches")
-    return 0 if all(r.error is None for r in reports) else 1
-
-
-def _diff(args: argparse.Namespace) -> int:
-    reports = diff_fabric(_load(args))
-    rows = _report_rows(reports)
-    emit(rows, as_json=args.json)
-    return 0 if all(r.error is None and r.diff and r.diff.in_sync for r in reports) else 1
-
-
-def _sync(args: argparse.Namespace) -> int:
-    topo = _load(args)
-    progress = None if args.json else MultiProgress([s.name for s in topo.switches])
-    reports = sync_fabric(topo, options=InstallOptions(batch_size=args.batch_size, atomic=args.atomic), progress=progress)
-    emit(_report_rows(reports), as_json=args.json)
-    return 0 if all(r.error is None for r in reports) else 1
+    >>> print(show_text({"RailIngress.ipv4_lpm": {"entries": [], "default": "drop()"}}))
+    RailIngress.ipv4_lpm: no entries
+    default: drop()
+    """
+    blocks = []
+    for table, block in data.items():
+        rows = block["entries"]
+        count = f"{len(rows)} entr{'y' if len(rows) == 1 else 'ies'}"
+        lines = [f"{table} ({count})", format_table(rows)] if rows else [f"{table}: no entries"]
+        if "default" in block:
+            lines.append(f"default: {block['default'] or '(no action)'}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 def _show(args: argparse.Namespace) -> int:
     with connect(args) as client:
         schema = remote_schema(client)
-        table_id = schema.table(args.table).id if args.table else 0
-        rules = [decode_rule(schema, e) for e in client.read_table_entries(table_id)]
-    by_table: dict[str, list[dict]] = {}
-    for r in rules:
-        by_table.setdefault(r.table, []).append(format_rule(schema, r))
-    if args.json:
-        emit(by_table, as_json=True)
-        return 0
-    if not by_table:
-        print(f"{args.switch}: no entries" + (f" in {args.table}" if args.table else ""))
-    for table, rows in sorted(by_table.items()):
-        print(f"{table} ({len(rows)} entries)")
-        print(format_table(rows))
-        print()
+        tables = [schema.table(args.table)] if args.table else list(schema.tables)
+        rules = [decode_rule(schema, e) for e in client.read_table_entries(tables[0].id if args.table else 0)]
+        defaults = {d.table: d for d in (decode_rule(schema, e) for e in client.read_default_entries(t.id for t in tables))}
+    data = show_data(schema, tables, rules, defaults)
+    emit(data, as_json=args.json, text=show_text(data) if data else f"{args.switch}: the program has no tables")
     return 0
 
 
-def _add_or_delete(args: argparse.Namespace) -> int:
+def _entry_present(client: P4RuntimeClient, schema: P4Schema, rule: TableRule) -> bool:
+    key = rule_key(decode_rule(schema, encode_rule(schema, rule)))  # as the switch would hold it
+    return any(rule_key(decode_rule(schema, e)) == key
+               for e in client.read_table_entries(schema.table(rule.table).id))
+
+
+def _write_default(args: argparse.Namespace, client: P4RuntimeClient, schema: P4Schema,
+                   rule: TableRule) -> tuple[str, str]:
+    """Set (add, modify) or reset (delete) a table's default action: always a MODIFY.
+    Returns what was done and the default action now."""
+    if rule.match:
+        raise MlfabricError(f"--default sets the action a miss runs in {rule.table}: give ACTION PARAM=VALUE..., "
+                            f"not match fields ({match_text(schema, rule)})")
+    if args.kind == "delete" and rule.action:
+        raise MlfabricError(f"rules delete --default resets {rule.table}'s default action to the program's: "
+                            f"give no action (got {action_text(schema, rule)})")
+    rule = TableRule(rule.table, {}, rule.action, rule.params, 0, True)
+    client.write([update("modify", encode_rule(schema, rule))])
+    if args.kind == "delete":
+        (entry,) = client.read_default_entries([schema.table(rule.table).id])
+        now = action_text(schema, decode_rule(schema, entry))
+        return f"default action of {rule.table} reset to {now}", now
+    now = action_text(schema, rule)
+    return f"default action of {rule.table} set to {now}", now
+
+
+def _write_entry(args: argparse.Namespace) -> int:
     with connect(args) as client:
         schema = remote_schema(client)
-        rule = parse_rule_tokens(schema, args.table, args.tokens, args.priority, need_action=args.kind != "delete")
-        client.write([update(args.kind if not args.default else "modify",
-                             encode_rule(schema, TableRule(rule.table, rule.match, rule.action, rule.params,
-                                                           rule.priority, args.default)))])
+        rule = parse_rule_tokens(schema, args.table, args.tokens, args.priority,
+                                 need_action=args.kind != "delete" and not args.default)
+        if args.default:
+            said, now = _write_default(args, client, schema, rule)
+            emit({"switch": args.switch, "table": rule.table, "default": now}, as_json=args.json,
+                 text=f"{args.switch}: {said}")
+            return 0
+        try:
+            client.write([update(args.kind, encode_rule(schema, rule))])
+        except P4ClientError:
+            if args.kind != "insert" and not _entry_present(client, schema, rule):
+                raise MlfabricError(f"{args.switch}: {rule.table} has no entry {match_text(schema, rule)} to "
+                                    f"{args.kind}" + (" (add it with `mlfabric rules add`)" if args.kind == "modify" else "")
+                                    ) from None
+            raise
+    verb = {"insert": "added", "modify": "modified", "delete": "deleted"}[args.kind]
+    what = match_text(schema, rule) + (f" {action_text(schema, rule)}" if rule.action else "")
     emit({"switch": args.switch, args.kind: format_rule(schema, rule)}, as_json=args.json,
-         text=f"{args.kind}: {rule.table} {format_rule(schema, rule)}")
+         text=f"{args.switch}: {verb} {rule.table} {what}")
     return 0
+
+
+_EXAMPLES: Mapping[str, Sequence[str]] = {
+    "add": ("mlfabric rules add rail0 ipv4_lpm dst_addr=10.9.0.0/16 set_nexthop port=3 dmac=02:00:00:00:00:09 "
+            "smac=02:5f:00:01:00:03", "mlfabric rules add rail0 ipv4_lpm --default drop"),
+    "modify": ("mlfabric rules modify rail0 ipv4_lpm dst_addr=10.9.0.0/16 set_nexthop port=4 dmac=02:00:00:00:00:09 "
+               "smac=02:5f:00:01:00:04", "mlfabric rules modify rail0 ipv4_lpm --default drop"),
+    "delete": ("mlfabric rules delete rail0 ipv4_lpm dst_addr=10.9.0.0/16",
+               "mlfabric rules delete rail0 ipv4_lpm --default   # back to the program's default action"),
+}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     rules = sub.add_parser("rules", help="install, read and edit table entries")
-    rsub = rules.add_subparsers(dest="rules_command", metavar="ACTION", required=True)
-    for name, func, helptext in (("install", _install, "compile the topology's rules and install them on every switch"),
-                                 ("diff", _diff, "compare every switch with the compiled rules"),
-                                 ("sync", _sync, "make every switch hold exactly the compiled rules")):
-        p = rsub.add_parser(name, help=helptext, epilog=f"example: mlfabric rules {name} topologies/rail-only-4x4.yaml")
-        p.add_argument("topology_file", type=Path, metavar="TOPOLOGY")
-        p.add_argument("--batch-size", type=int, default=1000)
-        p.add_argument("--atomic", action="store_true",
-                       help="roll back a switch's batch if any update fails (emulated: BMv2 has no atomic writes)")
-        p.add_argument("--exclude", action="append", default=[], metavar="SWITCH",
-                       help="leave out a failed switch: routes are compiled around it (repeatable)")
-        p.add_argument("--json", action="store_true")
-        p.set_defaults(func=func)
-    s = rsub.add_parser("show", help="read a switch's entries (natural notation)",
+    rsub = rules.add_subparsers(dest="rules_command", metavar="ACTION", required=True, parser_class=IntermixedParser)
+    register_fabric_commands(rsub)
+    s = rsub.add_parser("show", help="read a switch's entries and each table's default action (natural notation)",
                         epilog="example: mlfabric rules show rail0 ipv4_lpm")
     add_switch_arguments(s)
     s.add_argument("table", nargs="?", help="only this table")
     s.set_defaults(func=_show)
-    for kind in ("add", "delete"):
-        p = rsub.add_parser(kind, help=f"{kind} one entry",
-                            epilog=f"example: mlfabric rules {kind} rail0 ipv4_lpm dst_addr=10.9.0.0/16"
-                                   + (" set_nexthop port=3 dmac=02:00:00:00:00:09 smac=02:5f:00:01:00:03" if kind == "add" else ""))
+    helps = {"add": "insert one entry, or set a table's default action",
+             "modify": "change the action of one existing entry, or a table's default action",
+             "delete": "delete one entry, or reset a table's default action"}
+    for kind, helptext in helps.items():
+        p = rsub.add_parser(kind, help=helptext, formatter_class=argparse.RawDescriptionHelpFormatter,
+                            epilog="examples: " + "\n          ".join(_EXAMPLES[kind]))
         add_switch_arguments(p)
-        p.add_argument("table")
-        p.add_argument("tokens", nargs="*", metavar="FIELD=VALUE|ACTION|PARAM=VALUE")
-        p.add_argument("--priority", type=int, default=0, help="for ternary, range and optional tables")
-        p.add_argument("--default", action="store_true", help="set the table's default action instead")
-        p.set_defaults(func=_add_or_delete, kind="insert" if kind == "add" else "delete")
+        p.add_argument("table", help="table name, full or a unique suffix (ipv4_lpm)")
+        p.add_argument("tokens", nargs="*", metavar="FIELD=VALUE|ACTION|PARAM=VALUE",
+                       help="match fields, then the action and its parameters"
+                            + (" (the match alone identifies the entry)" if kind == "delete" else ""))
+        p.add_argument("--priority", type=int, default=0, help="the entry's priority (ternary, range and optional tables)")
+        p.add_argument("--default", action="store_true",
+                       help="the table's default action (what a miss runs) instead of an entry; anywhere on the line")
+        p.set_defaults(func=_write_entry, kind={"add": "insert", "modify": "modify", "delete": "delete"}[kind])

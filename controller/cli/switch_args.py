@@ -1,7 +1,8 @@
 """How CLI commands name a switch: by name in a topology, or by its gRPC address.
 
 A switch name is looked up in ``--topology FILE``, else in ``$MLFABRIC_TOPOLOGY``, else in
-the topology the running emulation published (``<state dir>/current-fabric.yaml``). A
+the topology the running emulation published (``<state dir>/current-fabric.yaml``); a file
+without gRPC addresses takes them from the running fabric brought up from it. A
 ``HOST:PORT`` is used as is, with ``--device-id`` (default 1).
 """
 
@@ -11,8 +12,8 @@ import argparse
 import os
 from pathlib import Path
 
+from controller.cli.running_fabric import current_fabric_path, running_fabric, with_fabric_addresses
 from controller.errors import MlfabricError
-from controller.netstate import state_dir
 from controller.p4runtime.client import P4RuntimeClient
 from controller.p4runtime.schema import P4Schema
 from controller.topology import load_topology
@@ -20,16 +21,13 @@ from controller.topology import load_topology
 __all__ = ["add_switch_arguments", "connect", "current_fabric_path", "remote_schema", "topology_path"]
 
 
-def current_fabric_path() -> Path:
-    return state_dir() / "current-fabric.yaml"
-
-
 def add_switch_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("switch", help="switch name (looked up in the topology) or HOST:PORT")
     p.add_argument("--topology", type=Path, default=None,
-                   help="topology file with gRPC addresses (default: $MLFABRIC_TOPOLOGY or the running emulation's)")
+                   help="topology file naming the switch (default: $MLFABRIC_TOPOLOGY or the running emulation's); "
+                        "without gRPC addresses, those of the fabric running from it")
     p.add_argument("--device-id", type=int, default=None, help="device id when SWITCH is HOST:PORT (default 1)")
-    p.add_argument("--election-id", type=int, default=1)
+    p.add_argument("--election-id", type=int, default=1, help="this controller's election id (default 1)")
     p.add_argument("--json", action="store_true", help="JSON output")
 
 
@@ -66,7 +64,8 @@ def resolve(args: argparse.Namespace) -> tuple[str, int]:
     except KeyError as exc:
         raise MlfabricError(f"unknown switch {name!r} in {path}; switches: {', '.join(s.name for s in topo.switches[:20])}") from exc
     if not sw.grpc:
-        raise MlfabricError(f"switch {name!r} has no gRPC address in {path}")
+        sw = with_fabric_addresses(topo, path, running_fabric()).switch(name)
+    assert sw.grpc
     return sw.grpc, sw.device_id
 
 

@@ -414,6 +414,22 @@ class P4RuntimeClient:
             raise MlfabricError(f"{self.address}: table {table_id} returned no default entry")
         return found[0]
 
+    def read_default_entries(self, table_ids: Iterable[int]) -> list[p4runtime_pb2.TableEntry]:
+        """The default entries of several tables, in one Read."""
+        ents = []
+        for tid in table_ids:
+            ent = p4runtime_pb2.Entity()
+            ent.table_entry.table_id = tid
+            ent.table_entry.is_default_action = True
+            ents.append(ent)
+        return [e.table_entry for e in self.read(ents)] if ents else []
+
+    def read_direct_counters(self, table_id: int) -> list[p4runtime_pb2.DirectCounterEntry]:
+        """The direct counter cell of every entry of one table (PI cannot read all tables at once)."""
+        ent = p4runtime_pb2.Entity()
+        ent.direct_counter_entry.table_entry.table_id = table_id
+        return [e.direct_counter_entry for e in self.read([ent])]
+
     def read_counter(self, counter_id: int, index: int | None = None) -> list[p4runtime_pb2.CounterEntry]:
         ent = p4runtime_pb2.Entity()
         ent.counter_entry.counter_id = counter_id

@@ -25,9 +25,12 @@ __all__ = [
     "Ternary",
     "action_profile_group",
     "action_profile_member",
+    "action_text",
     "clone_session_entry",
     "decode_rule",
     "encode_rule",
+    "format_rule",
+    "match_text",
     "multicast_group_entry",
     "parse_match",
     "rule_key",
@@ -201,33 +204,59 @@ def decode_rule(schema: P4Schema, entry: p4runtime_pb2.TableEntry) -> TableRule:
     return TableRule(table.name, match, action_name, params, entry.priority, entry.is_default_action)
 
 
+def _field_text(m: MatchValue, width: int, name: str) -> str:
+    if isinstance(m, Exact | Optional):
+        return format_value(m.value, width, name)
+    if isinstance(m, Lpm):
+        return f"{format_value(m.value, width, name)}/{m.prefix_len}"
+    if isinstance(m, Ternary):
+        return f"{format_value(m.value, width, name)}&&&{format_value(m.mask, width, name)}"
+    return f"{format_value(m.low, width, name)}..{format_value(m.high, width, name)}"
+
+
+def action_text(schema: P4Schema, rule: TableRule) -> str:
+    """``ACTION(param=value, ...)`` in natural notation, the action by its short name."""
+    if not rule.action:
+        return "(no action)"
+    action = schema.action(rule.action)
+    args = ", ".join(f"{p.name}={format_value(rule.params.get(p.name, 0), p.bitwidth, p.name)}"
+                     for p in action.params)
+    return f"{action.name.split('.')[-1]}({args})"
+
+
 def format_rule(schema: P4Schema, rule: TableRule) -> dict[str, str]:
     """A rule as display strings: match fields in natural notation, then action(params)."""
     table = schema.table(rule.table)
     out: dict[str, str] = {}
     for mf in table.match_fields:
         m = rule.match.get(mf.name)
-        w, short = mf.bitwidth, mf.name
-        if m is None:
-            out[short] = "*"
-        elif isinstance(m, Exact | Optional):
-            out[short] = format_value(m.value, w, short)
-        elif isinstance(m, Lpm):
-            out[short] = f"{format_value(m.value, w, short)}/{m.prefix_len}"
-        elif isinstance(m, Ternary):
-            out[short] = f"{format_value(m.value, w, short)}&&&{format_value(m.mask, w, short)}"
-        else:
-            out[short] = f"{format_value(m.low, w, short)}..{format_value(m.high, w, short)}"
+        out[mf.name] = "*" if m is None else _field_text(m, mf.bitwidth, mf.name)
     if rule.action:
-        action = schema.action(rule.action)
-        args = ", ".join(
-            f"{p.name}={format_value(rule.params.get(p.name, 0), p.bitwidth, p.name)}"
-            for p in action.params
-        )
-        out["action"] = f"{action.name.split('.')[-1]}({args})"
+        out["action"] = action_text(schema, rule)
     if rule.priority:
         out["priority"] = str(rule.priority)
     return out
+
+
+def match_text(schema: P4Schema, rule: TableRule) -> str:
+    """The match of a rule as a user types it: ``FIELD=VALUE ...`` by short field names
+    (wildcards left out), then ``priority=N``; ``*`` when it matches everything.
+
+    >>> from controller.p4build import pipeline_files
+    >>> s = P4Schema.from_file(pipeline_files("rail_switch").p4info)
+    >>> match_text(s, TableRule("ipv4_lpm", {"hdr.ipv4.dst_addr": Lpm(0x0A090000, 16)}))
+    'dst_addr=10.9.0.0/16'
+    """
+    table = schema.table(rule.table)
+    short = [mf.name.split(".")[-1] for mf in table.match_fields]
+    parts = []
+    for mf, name in zip(table.match_fields, short, strict=True):
+        m = rule.match.get(mf.name)
+        if m is not None:
+            parts.append(f"{name if short.count(name) == 1 else mf.name}={_field_text(m, mf.bitwidth, mf.name)}")
+    if rule.priority:
+        parts.append(f"priority={rule.priority}")
+    return " ".join(parts) or "*"
 
 
 def update(kind: str, entity: object) -> p4runtime_pb2.Update:

@@ -16,7 +16,7 @@ from p4.config.v1 import p4info_pb2
 
 from controller.errors import MlfabricError
 
-__all__ = ["ActionInfo", "MatchFieldInfo", "P4Schema", "SchemaError", "TableInfo"]
+__all__ = ["ActionInfo", "CounterInfo", "DirectCounterInfo", "MatchFieldInfo", "P4Schema", "SchemaError", "TableInfo"]
 
 
 class SchemaError(MlfabricError):
@@ -82,13 +82,23 @@ class CounterInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class DirectCounterInfo:
+    """A direct counter: one cell per entry of ``table_id``."""
+
+    id: int
+    name: str
+    table_id: int
+    unit: str
+
+
+@dataclass(frozen=True, slots=True)
 class PacketMetadataInfo:
     id: int
     name: str
     bitwidth: int
 
 
-T = TypeVar("T", TableInfo, ActionInfo, CounterInfo)
+T = TypeVar("T", TableInfo, ActionInfo, CounterInfo, DirectCounterInfo)
 
 
 class _Names(Generic[T]):
@@ -153,7 +163,11 @@ class P4Schema:
                         p4info_pb2.CounterSpec.Unit.Name(c.spec.unit))
             for c in p4info.counters
         ])
-        self.direct_counters = {c.preamble.id: c.preamble.name for c in p4info.direct_counters}
+        self.direct_counters: _Names[DirectCounterInfo] = _Names("direct counter", [
+            DirectCounterInfo(c.preamble.id, c.preamble.name, c.direct_table_id,
+                              p4info_pb2.CounterSpec.Unit.Name(c.spec.unit))
+            for c in p4info.direct_counters
+        ])
         self.packet_metadata: dict[str, tuple[PacketMetadataInfo, ...]] = {
             cpm.preamble.name: tuple(PacketMetadataInfo(m.id, m.name, m.bitwidth) for m in cpm.metadata)
             for cpm in p4info.controller_packet_metadata
@@ -171,6 +185,31 @@ class P4Schema:
 
     def counter(self, name: str | int) -> CounterInfo:
         return self.counters.get(name)
+
+    def any_counter(self, name: str) -> CounterInfo | DirectCounterInfo:
+        """An indexed or a direct counter by name (full or unique suffix).
+
+        >>> from controller.p4build import pipeline_files
+        >>> s = P4Schema.from_file(pipeline_files("rail_switch").p4info)
+        >>> type(s.any_counter("ipv4_lpm_hits")).__name__, type(s.any_counter("port_rx")).__name__
+        ('DirectCounterInfo', 'CounterInfo')
+        """
+        found: list[CounterInfo | DirectCounterInfo] = []
+        ambiguous: SchemaError | None = None
+        for names in (self.counters, self.direct_counters):
+            try:
+                found.append(names.get(name))
+            except SchemaError as exc:
+                if "ambiguous" in str(exc):
+                    ambiguous = exc
+        if len(found) == 1 and ambiguous is None:
+            return found[0]
+        if found:
+            raise SchemaError(f"counter name {name!r} is ambiguous: {sorted(c.name for c in found)}")
+        if ambiguous is not None:
+            raise ambiguous
+        known = sorted([*self.counters.by_name, *self.direct_counters.by_name])
+        raise SchemaError(f"no counter named {name!r}; known: {known}")
 
 
 def load_p4info(path: str | Path) -> p4info_pb2.P4Info:

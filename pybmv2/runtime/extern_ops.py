@@ -23,6 +23,7 @@ from pybmv2.runtime.errors import P4RuntimeError, from_target_error
 from pybmv2.runtime.p4info import P4Ids
 from pybmv2.runtime.pipeline import Pipeline, invalid_id
 from pybmv2.runtime.pre_codec import (
+    FIRST_RESERVED_GROUP_ID,
     check_group_id,
     decode_clone_session,
     decode_multicast_group,
@@ -169,6 +170,7 @@ def _write_group(p: Pipeline, switch: V1Switch, update_type: int,
             raise P4RuntimeError(grpc.StatusCode.ALREADY_EXISTS,
                                  "Multicast group already exists")
         pre.insert_group(gid, group.replicas)
+        p.group_order.insert(gid)
     elif update_type == Update.MODIFY:
         if gid not in pre.groups:
             raise P4RuntimeError(grpc.StatusCode.NOT_FOUND, "Multicast group does not exist")
@@ -177,6 +179,7 @@ def _write_group(p: Pipeline, switch: V1Switch, update_type: int,
         if gid not in pre.groups:
             raise P4RuntimeError(grpc.StatusCode.NOT_FOUND, "Multicast group does not exist")
         pre.delete_group(gid)
+        p.group_order.erase(gid)
         p.group_forms.pop(gid, None)
         p.group_metadata.pop(gid, None)
         return
@@ -197,6 +200,8 @@ def _write_session(p: Pipeline, switch: V1Switch, update_type: int,
             raise P4RuntimeError(grpc.StatusCode.ALREADY_EXISTS,
                                  "Clone session id already exists")
         pre.insert_session(session)
+        p.group_order.insert(FIRST_RESERVED_GROUP_ID + sid)  # PI's group behind the session
+        p.session_order.insert(sid)
     elif update_type == Update.MODIFY:
         if sid not in pre.sessions:
             raise P4RuntimeError(grpc.StatusCode.NOT_FOUND, "Clone session id does not exist")
@@ -205,6 +210,8 @@ def _write_session(p: Pipeline, switch: V1Switch, update_type: int,
         if sid not in pre.sessions:
             raise P4RuntimeError(grpc.StatusCode.NOT_FOUND, "Clone session id does not exist")
         pre.delete_session(sid)
+        p.group_order.erase(FIRST_RESERVED_GROUP_ID + sid)
+        p.session_order.erase(sid)
         p.session_forms.pop(sid, None)
         return
     else:
@@ -237,7 +244,9 @@ def read_pre(p: Pipeline, switch: V1Switch, msg: p4runtime_pb2.PacketReplication
         check_group_id(gid, for_write=False)
         if gid and gid not in pre.groups:
             raise P4RuntimeError(grpc.StatusCode.NOT_FOUND, "Multicast group does not exist")
-        for g in reversed(list(pre.groups)) if gid == 0 else [gid]:  # PI's hash-map order
+        # a wildcard read iterates PI's hash map, leaving out the groups behind clone sessions
+        wanted = [g for g in p.group_order if g < FIRST_RESERVED_GROUP_ID] if gid == 0 else [gid]
+        for g in wanted:
             out = response.entities.add().packet_replication_engine_entry
             encode_multicast_group(g, pre.groups[g], p.group_forms.get(g, {}),
                                    p.group_metadata.get(g, b""), out.multicast_group_entry)
@@ -245,7 +254,7 @@ def read_pre(p: Pipeline, switch: V1Switch, msg: p4runtime_pb2.PacketReplication
         sid = msg.clone_session_entry.session_id
         if sid and sid not in pre.sessions:
             raise P4RuntimeError(grpc.StatusCode.NOT_FOUND, "Clone session id does not exist")
-        for s in reversed(list(pre.sessions)) if sid == 0 else [sid]:
+        for s in list(p.session_order) if sid == 0 else [sid]:
             out = response.entities.add().packet_replication_engine_entry
             encode_clone_session(pre.sessions[s], p.session_forms.get(s, {}),
                                  out.clone_session_entry)

@@ -20,6 +20,7 @@ from pybmv2.pre import Replica
 from pybmv2.program import Program
 from pybmv2.runtime.digests import DigestEngine
 from pybmv2.runtime.errors import P4RuntimeError, from_target_error
+from pybmv2.runtime.hash_order import StdHashOrder
 from pybmv2.runtime.p4info import (
     ControllerHeader,
     P4Ids,
@@ -63,6 +64,10 @@ class Pipeline:
     group_forms: dict[int, dict[Replica, int]] = field(default_factory=dict)
     group_metadata: dict[int, bytes] = field(default_factory=dict)
     session_forms: dict[int, dict[Replica, int]] = field(default_factory=dict)
+    #: PI's map of multicast groups (a clone session's is 2^15 + its id) and its map of
+    #: clone sessions, in their hash-map order: what a wildcard read iterates
+    group_order: StdHashOrder = field(default_factory=StdHashOrder)
+    session_order: StdHashOrder = field(default_factory=StdHashOrder)
     #: (table id, action value) -> its validated ActionCall, a memo of
     #: :func:`pybmv2.runtime.codec.action_call` (a pure function of the pipeline)
     action_calls: dict[tuple[int, ActionValue], ActionCall] = field(default_factory=dict)

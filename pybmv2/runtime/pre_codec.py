@@ -5,7 +5,7 @@ Validation and read-back follow PI (``pre_mc_mgr.cpp``, ``pre_clone_mgr.cpp``,
 (PI reserves them for clone sessions); clone session ids must lie in [1, 32768); a class of
 service is UNIMPLEMENTED; a duplicate replica is INVALID_ARGUMENT. A replica port may be
 given as ``egress_port`` or as a ``port`` bytestring; the form is remembered so that a read
-returns what was written, with replicas sorted by instance then port as PI returns them.
+returns what was written, with replicas in the order PI returns them (:func:`pi_replica_order`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from p4.v1 import p4runtime_pb2
 from pybmv2.pre import CloneSession, Replica
 from pybmv2.runtime.codec import invalid
 from pybmv2.runtime.errors import P4RuntimeError
+from pybmv2.runtime.hash_order import hash_order
 
 __all__ = [
     "FIRST_RESERVED_GROUP_ID",
@@ -89,10 +90,10 @@ def _decode_replicas(
 def pi_replica_order(replicas: Iterable[Replica]) -> list[Replica]:
     """Replicas in the order BMv2's PI reads them back.
 
-    PI keeps one node per instance (rid) in a libstdc++ ``unordered_map``; for the small
-    groups of real programs its iteration order is the reverse of the order in which each
-    rid first appeared, with ports ascending inside a rid (checked against
-    simple_switch_grpc 1.15.5).
+    PI keeps one node per instance (rid) in a ``std::unordered_map`` built afresh by each
+    write, its ports in a ``std::set``: the rids come in that map's iteration order
+    (:mod:`pybmv2.runtime.hash_order`), ports ascending inside a rid (checked against
+    simple_switch_grpc 1.15.5, also for groups of more than 13 rids, where the map grows).
 
     >>> [(r.egress_port, r.rid) for r in pi_replica_order(
     ...     [Replica(4, 2), Replica(3, 0), Replica(1, 0), Replica(2, 1), Replica(5, 1)])]
@@ -101,7 +102,7 @@ def pi_replica_order(replicas: Iterable[Replica]) -> list[Replica]:
     by_rid: dict[int, list[Replica]] = {}
     for rep in replicas:
         by_rid.setdefault(rep.rid, []).append(rep)
-    return [rep for rid in reversed(list(by_rid)) for rep in sorted(by_rid[rid], key=lambda r: r.egress_port)]
+    return [rep for rid in hash_order(by_rid) for rep in sorted(by_rid[rid], key=lambda r: r.egress_port)]
 
 
 def _encode_replicas(replicas: Iterable[Replica], forms: PortForms,

@@ -300,7 +300,8 @@ def _read_default(p: Pipeline, tb: TableBinding, table: MatchTable,
     out = response.entities.add().table_entry
     out.table_id = tb.info.id
     out.is_default_action = True
-    encode_action(p.index, tb, table.default, out.action.action)
+    if not tb.info.implementation_id:  # PI reads an indirect table's default without an action
+        encode_action(p.index, tb, table.default, out.action.action)
     controller_metadata, metadata = p.default_metadata.get(tb.info.id, (0, b""))
     out.controller_metadata = controller_metadata
     out.metadata = metadata

@@ -34,7 +34,7 @@ def test_fabric_up_serves_the_cli_then_tears_down(target_name: str, capsys) -> N
         assert [s["reachable"] for s in status["switches"]] == [True] * 4
         assert main(["rules", "show", "rail2", "--json"]) == 0
         rules = json.loads(capsys.readouterr().out)
-        assert len(rules["RailIngress.ipv4_lpm"]) == 4
+        assert len(rules["RailIngress.ipv4_lpm"]["entries"]) == 4
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)

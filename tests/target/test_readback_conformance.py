@@ -52,3 +52,11 @@ def test_wildcard_reads_match_bmv2(program, target_name: str, pytestconfig: pyte
         return
     expected = json.loads(path.read_text())
     assert got == expected
+
+
+def test_an_indirect_tables_default_entry_reads_back_without_an_action(target_name: str) -> None:
+    """PI reads the default entry of a table with an action selector back with no action
+    (simple_switch_grpc 1.15.5), whatever the program's default_action."""
+    with open_target(target_name, pipeline_files(SELECTORS.name, PROGRAM_DIRS[1])) as sw:
+        (got,) = sw.client.read_default_entries([sw.schema.table("I.ecmp").id])
+    assert got.is_default_action and not got.HasField("action")
