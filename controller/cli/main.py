@@ -257,6 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     fs.set_defaults(func=_fabric_status)
 
     from controller.cli import (
+        debug_cmds,
         device_cmds,
         host_cmds,
         mirror_cmds,
@@ -273,6 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     schedule_cmds.register(sub)
     reconfigure_cmds.register(sub)
     host_cmds.register(sub)
+    debug_cmds.register(sub)
     return parser
 
 
