@@ -102,12 +102,28 @@ def _python_target_check() -> list[Check]:
     return checks
 
 
+def _thrift_check(bmv2: Tool) -> Check:
+    """Whether simple_switch_CLI can reach a fabric's simple_switch_grpc (``mlfabric bmv2-cli``)."""
+    from controller.bmv2_thrift import simple_switch_cli, thrift_support
+    from controller.errors import ToolchainMissing
+
+    if not bmv2.present:
+        return Check("bmv2 thrift", False, "simple_switch_grpc is not installed")
+    served, reason = thrift_support(bmv2.path)
+    try:
+        cli = simple_switch_cli(9090).argv[1]
+    except ToolchainMissing as exc:
+        return Check("bmv2 thrift", False, f"{exc}" + ("" if served else f"; and {reason}"))
+    return Check("bmv2 thrift", served, f"{cli} runs (mlfabric bmv2-cli)" + ("" if served else f", but {reason}"))
+
+
 def collect() -> Report:
     report = Report()
     p4c = find_tool("p4c-bm2-ss")
     bmv2 = find_tool("simple_switch_grpc")
     report.checks.append(_tool_check(p4c, "p4c"))
     report.checks.append(_tool_check(bmv2, "simple_switch_grpc"))
+    report.checks.append(_thrift_check(bmv2))
     report.checks.append(_mininet_check())
     for name in ("iperf3", "tcpdump"):
         report.checks.append(_tool_check(find_tool(name, "--version" if name == "iperf3" else "-h"), name))

@@ -2,7 +2,10 @@
 
 ``python`` runs ``mlfabric-switch`` (the project's target), ``bmv2`` runs
 ``simple_switch_grpc``; both take the same flags, start without a program (``--no-p4``) and
-are ready when their P4Runtime port accepts connections.
+are ready when their P4Runtime port accepts connections. With a log folder, each writes
+everything it prints, its log at ``log_level`` included, to ``<log folder>/<name>.log`` (as the
+p4lang tutorials' ``logs/s1.log``); with a pcap folder, ``<iface>_in.pcap`` and
+``<iface>_out.pcap`` per port (BMv2's ``--pcap DIR``).
 """
 
 from __future__ import annotations
@@ -22,12 +25,15 @@ from controller.errors import EmulationError, ToolchainMissing
 from controller.netstate import NetRecord
 from controller.readiness import wait_for_tcp
 
-__all__ = ["TARGETS", "SwitchProcess", "SwitchSpec", "switch_command"]
+__all__ = ["LOG_LEVELS", "TARGETS", "SwitchProcess", "SwitchSpec", "switch_command"]
 
 log = logging.getLogger(__name__)
 
 TARGETS = ("python", "bmv2")
 CPU_PORT = 510
+#: BMv2's ``--log-level`` values; ``info`` and quieter log no packet, ``debug`` and ``trace``
+#: log every packet (the log then grows with the traffic)
+LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "off")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,7 +47,11 @@ class SwitchSpec:
     grpc_address: str = "127.0.0.1:9559"
     cpu_port: int | None = CPU_PORT
     log_dir: Path | None = None
+    #: the log's level (``LOG_LEVELS``), used when there is a ``log_dir``
+    log_level: str = "info"
     pcap_dir: Path | None = None
+    #: BMv2's Thrift port (simple_switch_CLI); the Python target has no Thrift server
+    thrift_port: int | None = None
     extra_args: tuple[str, ...] = ()
 
 
@@ -57,17 +67,27 @@ def switch_command(spec: SwitchSpec) -> list[str]:
 
     >>> switch_command(SwitchSpec(name="s1", ports={1: "s1-eth1"}, grpc_address="127.0.0.1:50001"))[1:]
     ['--no-p4', '-i', '1@s1-eth1', '--device-id', '1', '--', '--grpc-server-addr', '127.0.0.1:50001', '--cpu-port', '510']
+    >>> switch_command(SwitchSpec(name="s1", ports={}, log_dir=Path("logs"), pcap_dir=Path("pcaps"),
+    ...                           log_level="warn", thrift_port=9090))[1:7]
+    ['--no-p4', '-L', 'warn', '--pcap', 'pcaps', '--device-id']
     """
     if spec.target not in TARGETS:
         raise EmulationError(f"unknown target {spec.target!r}: choose one of {TARGETS}")
+    if spec.log_level not in LOG_LEVELS:
+        raise EmulationError(f"unknown log level {spec.log_level!r}: choose one of {', '.join(LOG_LEVELS)}")
     if spec.target == "bmv2":
         exe = shutil.which("simple_switch_grpc")
         if exe is None:
             raise ToolchainMissing("simple_switch_grpc is not installed: use --target python")
-        cmd = [exe, "--log-file", str(spec.log_dir / f"{spec.name}.bmv2")] if spec.log_dir else [exe]
-    else:
-        cmd = _python_switch_executable()
-    cmd.append("--no-p4")
+        cmd = [exe, "--no-p4"]
+        if spec.log_dir is not None:  # its stdout is the log file (see SwitchProcess.launch)
+            cmd += ["--log-console", "-L", spec.log_level]
+        if spec.thrift_port is not None:
+            cmd += ["--thrift-port", str(spec.thrift_port)]
+    else:  # logs to stderr; no Thrift server, so no --thrift-port
+        cmd = [*_python_switch_executable(), "--no-p4"]
+        if spec.log_dir is not None:
+            cmd += ["-L", spec.log_level]
     for port, iface in sorted(spec.ports.items()):
         cmd += ["-i", f"{port}@{iface}"]
     if spec.pcap_dir is not None:
@@ -103,6 +123,8 @@ class SwitchProcess:
         """Start the process without waiting (start many, then :meth:`wait_ready` each)."""
         cmd = switch_command(self.spec)
         log_dir = self.spec.log_dir
+        if self.spec.pcap_dir is not None:  # BMv2 refuses a --pcap folder that does not exist
+            self.spec.pcap_dir.mkdir(parents=True, exist_ok=True)
         if log_dir is not None:
             log_dir.mkdir(parents=True, exist_ok=True)
             self._log_path = log_dir / f"{self.spec.name}.log"

@@ -5,7 +5,10 @@ server (one interface per NIC, addresses and MACs from the topology), one switch
 per switch (Python target or BMv2, started in parallel), links shaped with htb to their
 rates, then loads every pipeline and installs the compiled rules; leaving it tears all of
 it down, also after an error. While it runs, the topology with the switches' gRPC
-addresses is published for the CLI (``mlfabric rules show rail0`` works against it).
+addresses is published for the CLI (``mlfabric rules show rail0`` works against it), with
+how to look into the switches (:class:`controller.live_fabric.FabricAccess`): their logs
+(``log_dir/SWITCH.log``), pcaps (``pcap_dir/SWITCH-ethN_in.pcap``, ``_out.pcap``) and, on
+BMv2, their Thrift ports (9090, 9091... in the order of the topology's switches).
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from mininet.net import Mininet
 from p4_switch_nodes import P4TargetSwitch
 from shaped_link import ShapedLink
 
+from controller.bmv2_thrift import assign_thrift_ports, thrift_support
 from controller.cli.switch_args import current_fabric_path
 from controller.errors import EmulationError
 from controller.install import InstallOptions, install_fabric
+from controller.live_fabric import PARAM, FabricAccess
 from controller.netstate import NetRecord, interface_owner
 from controller.readiness import free_tcp_port
 from controller.routing.topoopt_routes import host_commands
@@ -83,7 +88,8 @@ class EmulatedFabric:
                  install: bool = True, switch_args: tuple[str, ...] = (),
                  schedule: Schedule | None = None, routing: str = "direct",
                  calendar_queues: bool = False, margin_us: int = 0,
-                 switch_args_of: Mapping[str, tuple[str, ...]] | None = None) -> None:
+                 switch_args_of: Mapping[str, tuple[str, ...]] | None = None,
+                 pcap_dir: Path | None = None, log_level: str = "info", run_dir: Path | None = None) -> None:
         self.topo = require_valid(topo, topo.name)
         if calendar_queues and target != "python":
             raise EmulationError("calendar queues are a Python-target extension: on BMv2 a packet whose "
@@ -104,7 +110,14 @@ class EmulatedFabric:
         #: make traffic sourced from NIC r's address leave through NIC r (the fat-tree's
         #: direct cross-rail path); without it the kernel picks the NIC by destination
         self.source_routing = source_routing
+        #: each switch's log (SWITCH.log), at log_level; and its per-port pcaps
         self.log_dir = log_dir
+        self.log_level = log_level
+        self.pcap_dir = pcap_dir
+        #: the folder holding both, published for `fabric status`
+        self.run_dir = run_dir
+        #: BMv2's Thrift port per switch (assigned at start)
+        self.thrift_ports: dict[str, int] = {}
         self.publish = publish
         self.install = install
         #: extra command-line options for every switch process (e.g. ``--queue-depth``)
@@ -168,13 +181,16 @@ class EmulatedFabric:
             port = free_tcp_port(exclude=taken)  # unique: none is bound until the switches start
             taken.add(port)
             grpc[sw.name] = f"127.0.0.1:{port}"
+        if self.target == "bmv2":
+            self.thrift_ports = assign_thrift_ports([s.name for s in self.topo.switches])
         for h in self.topo.hosts:
             # Mininet's own commands (pingall, h1 ping h2) address a host by its first NIC
             net.addHost(h.name, ip=h.nics[0].ip if h.nics else None)
         for s in self.topo.switches:
             net.addSwitch(s.name, cls=P4TargetSwitch, target=self.target, device_id=s.device_id,
                           grpc_address=grpc[s.name], record=self._record, log_dir=self.log_dir,
-                          defer_ready=True, extra_args=(*self.switch_args, *self.switch_args_of.get(s.name, ())))
+                          log_level=self.log_level, pcap_dir=self.pcap_dir,
+                          thrift_port=self.thrift_ports.get(s.name), defer_ready=True, extra_args=(*self.switch_args, *self.switch_args_of.get(s.name, ())))
         for lk in self.topo.links:
             kwargs: dict[str, object] = {}
             ends = []
@@ -214,7 +230,8 @@ class EmulatedFabric:
         host_pids = {h.name: int(net.get(h.name).pid) for h in self.topo.hosts}
         self.live = dataclasses.replace(
             self.topo, switches=tuple(dataclasses.replace(s, grpc=grpc[s.name]) for s in self.topo.switches),
-            params={**self.topo.params, "host_pids": host_pids, "owner_pid": os.getpid()})
+            params={**self.topo.params, "host_pids": host_pids, "owner_pid": os.getpid(),
+                    PARAM: self.access().to_params()})
         if self.install:
             t0 = time.monotonic()
             reports = install_fabric(self.live, options=InstallOptions())
@@ -297,6 +314,13 @@ class EmulatedFabric:
             self.timings.teardown_s = time.monotonic() - t0
 
     # -- access ----------------------------------------------------------------------------
+
+    def access(self) -> FabricAccess:
+        """Where the switches' logs and pcaps are, and their Thrift ports (published)."""
+        server, reason = thrift_support() if self.target == "bmv2" else (False, "")
+        return FabricAccess(target=self.target, run_dir=self.run_dir, log_dir=self.log_dir,
+                            log_level=self.log_level, pcap_dir=self.pcap_dir, thrift_ports=dict(self.thrift_ports),
+                            thrift_server=server, thrift_reason=reason)
 
     def host(self, name: str):
         if self.net is None:

@@ -4,7 +4,14 @@ While it runs, the controller CLI works against it by switch name (``mlfabric ru
 rail0``, ``mlfabric counters spine0``...): the live topology, with every switch's gRPC
 address, is published where the CLI looks by default. ``--cli`` opens Mininet's CLI
 instead of waiting (``s0 ping 10.1.1.1``, ``xterm``...). Everything is torn down on exit,
-also after Ctrl-C or SIGTERM.
+also after Ctrl-C, SIGTERM or SIGHUP (a closed terminal).
+
+Each run has a folder (``--run-dir``, default ``results/fabric-<topology>-<time>/``), as the
+p4lang tutorials have: ``logs/SWITCH.log`` for every switch (quiet at the default level
+``info``; ``--log-level debug`` logs every packet) and, with ``--pcap``,
+``pcaps/SWITCH-ethN_in.pcap`` and ``_out.pcap`` for every switch port (BMv2's ``--pcap``).
+On BMv2 every switch gets its own Thrift port for simple_switch_CLI (``mlfabric bmv2-cli``);
+on both targets ``mlfabric shell SWITCH`` opens p4runtime-shell on it.
 """
 
 from __future__ import annotations
@@ -16,12 +23,14 @@ import sys
 import threading
 from pathlib import Path
 
-from fabric_net import EmulatedFabric
+from fabric_net import EmulatedFabric, check_free
 
 from controller.cli.output import format_table
 from controller.cli.switch_args import current_fabric_path
 from controller.errors import MlfabricError
+from controller.experiments.results import new_results_dir
 from controller.schedule import load_schedule
+from controller.switch_process import LOG_LEVELS
 from controller.topology import load_topology
 
 
@@ -31,18 +40,27 @@ class FabricStopped(SystemExit):
     that and KeyboardInterrupt, which its CLI takes to mean "cancel the command"."""
 
 
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="mlfabric fabric up",
-                                description="Run an emulated fabric until interrupted.")
-    p.add_argument("topology", type=Path)
-    p.add_argument("--target", choices=("python", "bmv2"), default="python")
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mlfabric fabric up", description="Run an emulated fabric until interrupted.",
+                                epilog="examples: mlfabric fabric up topologies/rail-only-4x4.yaml --pcap\n"
+                                       "          mlfabric fabric up topologies/rail-fat-tree-4x4.yaml --target bmv2 --cli",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("topology", type=Path, help="the topology file (YAML) to build")
+    p.add_argument("--target", choices=("python", "bmv2"), default="python",
+                   help="switch target: the project's Python switch or BMv2 simple_switch_grpc (default: python)")
     p.add_argument("--no-rules", action="store_true", help="load pipelines but install no rules")
     p.add_argument("--no-shaping", action="store_true", help="do not shape links to their rates")
     p.add_argument("--source-routing", action="store_true",
                    help="traffic from NIC r leaves through NIC r (a fat-tree's direct cross-rail path)")
     p.add_argument("--cli", action="store_true", help="open Mininet's CLI instead of waiting")
     p.add_argument("--for", dest="duration", type=float, default=None, help="stop after this many seconds")
-    p.add_argument("--logs", type=Path, default=None, help="write each switch's log into this folder")
+    p.add_argument("--run-dir", type=Path, default=None,
+                   help="this run's folder, for logs/ and pcaps/ (default: results/fabric-TOPOLOGY-TIME)")
+    p.add_argument("--pcap", action="store_true",
+                   help="every switch writes RUN_DIR/pcaps/SWITCH-ethN_in.pcap and _out.pcap per port")
+    p.add_argument("--log-level", choices=LOG_LEVELS, default="info",
+                   help="of RUN_DIR/logs/SWITCH.log (default info: no packet is logged; debug and trace log "
+                        "every packet, and the logs grow with the traffic)")
     p.add_argument("--schedule", type=Path, default=None,
                    help="optical fabrics: install this schedule on the circuit switches (else they stay dark)")
     p.add_argument("--routing", choices=("direct", "vlb"), default="direct",
@@ -51,17 +69,26 @@ def main(argv: list[str]) -> int:
                    help="optical fabrics: the ToRs send nothing in the first and last MARGIN us of a day")
     p.add_argument("--calendar-queues", action="store_true",
                    help="optical fabrics, Python target: ToRs hold a packet until its slot (an extension)")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    a = build_parser().parse_args(argv)
     try:
         topo = load_topology(a.topology)
         schedule = load_schedule(a.schedule) if a.schedule else None
         fabric = EmulatedFabric(topo, target=a.target, shape=not a.no_shaping, install=not a.no_rules,
-                                source_routing=a.source_routing, log_dir=a.logs, schedule=schedule,
+                                source_routing=a.source_routing, schedule=schedule,
                                 routing=a.routing, calendar_queues=a.calendar_queues,
-                                margin_us=a.margin_us)
-    except MlfabricError as exc:
+                                margin_us=a.margin_us, log_level=a.log_level)
+        check_free(topo)  # before the run folder is made
+        run_dir = a.run_dir or new_results_dir(f"fabric-{topo.name}")
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except (MlfabricError, OSError) as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         return 2
+    fabric.run_dir, fabric.log_dir = run_dir, run_dir / "logs"
+    fabric.pcap_dir = run_dir / "pcaps" if a.pcap else None
     stop = threading.Event()
     in_cli = threading.Event()
     # Mininet's CLI catches KeyboardInterrupt to cancel a command, as a shell does; only a
@@ -80,19 +107,7 @@ def main(argv: list[str]) -> int:
     try:
         with fabric:
             assert fabric.live is not None
-            rows = [{"switch": s.name, "role": s.role, "device_id": s.device_id, "grpc": s.grpc}
-                    for s in fabric.live.switches]
-            print(f"[fabric] {topo.name} up in {fabric.timings.bring_up_s:.1f} s ({a.target} target, "
-                  f"{'no rules' if a.no_rules else 'rules installed'})")
-            print(format_table(rows))
-            for rep in fabric.clock_reports:
-                print(f"[fabric] schedule on {rep.switch}: offset {rep.offset_us} us, skew bound "
-                      f"{rep.skew_bound_us:.0f} us, {rep.entries} entries")
-            print(f"[fabric] published {current_fabric_path()}: try `mlfabric rules show {rows[0]['switch']}`"
-                  if rows else "[fabric] no switches")
-            if topo.hosts:
-                print(f"[fabric] hosts: `mlfabric host list`; inside one: `mlfabric host exec {topo.hosts[0].name} "
-                      "-- CMD`")
+            _print_ready(fabric, a)
             if a.cli:
                 from mininet.cli import CLI
                 from mininet.log import setLogLevel
@@ -111,6 +126,39 @@ def main(argv: list[str]) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0
+
+
+def _print_ready(fabric: EmulatedFabric, a: argparse.Namespace) -> None:
+    """The switches and every way into them: CLI, hosts, shell, Thrift, logs and pcaps."""
+    live = fabric.live
+    assert live is not None
+    access = fabric.access()
+    rows = [{"switch": s.name, "role": s.role, "device_id": s.device_id, "grpc": s.grpc,
+             **({"thrift": access.thrift_ports.get(s.name, "-")} if access.target == "bmv2" else {})}
+            for s in live.switches]
+    print(f"[fabric] {live.name} up in {fabric.timings.bring_up_s:.1f} s ({a.target} target, "
+          f"{'no rules' if a.no_rules else 'rules installed'})")
+    print(format_table(rows))
+    for rep in fabric.clock_reports:
+        print(f"[fabric] schedule on {rep.switch}: offset {rep.offset_us} us, skew bound "
+              f"{rep.skew_bound_us:.0f} us, {rep.entries} entries")
+    if not rows:
+        print("[fabric] no switches")
+    else:
+        first = rows[0]["switch"]
+        print(f"[fabric] published {current_fabric_path()}: try `mlfabric rules show {first}`")
+        print(f"[fabric] P4Runtime shell on a switch: `mlfabric shell {first}`")
+        note = access.thrift_note()
+        if note:
+            print(f"[fabric] thrift: {note}")
+        else:
+            print(f"[fabric] thrift: `mlfabric bmv2-cli {first}` (simple_switch_CLI --thrift-port "
+                  f"{access.thrift_ports[first]})")
+    if live.hosts:
+        print(f"[fabric] hosts: `mlfabric host list`; inside one: `mlfabric host exec {live.hosts[0].name} -- CMD`")
+    print(f"[fabric] run folder {access.run_dir}: logs/SWITCH.log (level {access.log_level}"
+          f"{'' if access.log_level in ('trace', 'debug') else '; --log-level debug logs every packet'}), "
+          + ("pcaps/SWITCH-ethN_in.pcap and _out.pcap" if access.pcap_dir else "no pcaps (--pcap writes them)"))
 
 
 if __name__ == "__main__":

@@ -32,13 +32,13 @@ class P4TargetSwitch(Switch):
 
     Extra parameters: ``target`` (python|bmv2), ``device_id``, ``grpc_address``,
     ``cpu_port``, ``record`` (a NetRecord the process is registered in), ``log_dir``,
-    ``defer_ready``.
+    ``log_level``, ``pcap_dir``, ``thrift_port`` (BMv2), ``defer_ready``.
     """
 
     def __init__(self, name: str, *, target: str = "python", device_id: int = 1,
                  grpc_address: str = "127.0.0.1:9559", cpu_port: int | None = CPU_PORT,
-                 record: NetRecord | None = None, log_dir: Path | None = None,
-                 start_timeout: float = 15.0, defer_ready: bool = False,
+                 record: NetRecord | None = None, log_dir: Path | None = None, log_level: str = "info",
+                 pcap_dir: Path | None = None, thrift_port: int | None = None, start_timeout: float = 15.0, defer_ready: bool = False,
                  extra_args: tuple[str, ...] = (), **params) -> None:
         super().__init__(name, **params)
         self.target = target
@@ -47,6 +47,9 @@ class P4TargetSwitch(Switch):
         self.cpu_port = cpu_port
         self.record = record
         self.log_dir = log_dir
+        self.log_level = log_level
+        self.pcap_dir = pcap_dir
+        self.thrift_port = thrift_port
         self.start_timeout = start_timeout
         #: when set, start() only launches the process; call wait_ready() later, so that
         #: a fabric's switches start in parallel
@@ -62,7 +65,8 @@ class P4TargetSwitch(Switch):
             _quiet(iface)
         spec = SwitchSpec(name=self.name, target=self.target, ports=self.port_map(),
                           device_id=self.device_id, grpc_address=self.grpc_address,
-                          cpu_port=self.cpu_port, log_dir=self.log_dir, extra_args=self.extra_args)
+                          cpu_port=self.cpu_port, log_dir=self.log_dir, log_level=self.log_level,
+                          pcap_dir=self.pcap_dir, thrift_port=self.thrift_port, extra_args=self.extra_args)
         if self.record is not None:
             for iface in spec.ports.values():
                 self.record.add_link(iface)

@@ -1,7 +1,7 @@
 """``mlfabric-switch``: the Python target as a process, with simple_switch_grpc's flags.
 
     mlfabric-switch [--no-p4 | PROGRAM.json] -i 1@veth1 -i 2@veth2 \\
-        [--device-id N] [--grpc-server-addr ADDR] [--cpu-port N] [--pcap DIR] [--log-console]
+        [--device-id N] [--grpc-server-addr ADDR] [--cpu-port N] [--pcap DIR] [--log-console] [-L LEVEL]
 
 As with simple_switch_grpc, target options may follow a ``--``.
 """
@@ -20,6 +20,21 @@ from pybmv2.errors import TargetError
 __all__ = ["main"]
 
 log = logging.getLogger("mlfabric-switch")
+
+#: BMv2's log levels, and the Python logging level each stands for
+LOG_LEVELS = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
+              "error": logging.ERROR, "off": logging.CRITICAL + 10}
+
+
+def log_level(args: argparse.Namespace) -> str:
+    """The level asked for: ``-L``, else BMv2's default ``trace`` with ``--log-console``, else
+    ``info``. Packets are traced at ``trace`` and ``debug``, as BMv2 logs them.
+
+    >>> p = build_parser()
+    >>> [log_level(p.parse_args(a)) for a in (["--no-p4"], ["--log-console"], ["--log-console", "-L", "info"])]
+    ['info', 'trace', 'info']
+    """
+    return str(args.log_level or ("trace" if args.log_console else "info"))
 
 
 def _port_rate(text: str) -> tuple[int, float]:
@@ -52,8 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpu-port", type=int, default=None)
     p.add_argument("--pcap", type=Path, default=None, metavar="DIR",
                    help="write <iface>_in.pcap and <iface>_out.pcap per port into DIR")
-    p.add_argument("--log-console", action="store_true", help="log every packet's path to stderr")
-    p.add_argument("-L", "--log-level", default=None, choices=["trace", "debug", "info", "warn", "error", "off"])
+    p.add_argument("--log-console", action="store_true",
+                   help="log every packet's path to stderr (level trace unless -L says otherwise)")
+    p.add_argument("-L", "--log-level", default=None, choices=list(LOG_LEVELS),
+                   help="trace and debug log every packet's path; info (the default without --log-console) "
+                        "only start-up and control-plane events")
     p.add_argument("--thrift-port", type=int, default=None, help="ignored: this target has no Thrift server")
     p.add_argument("--queue-depth", type=int, default=None, help="egress queue depth in packets (default 64)")
     p.add_argument("--queue-rate", type=float, default=None, help="egress rate of every port, packets/s")
@@ -94,7 +112,7 @@ def _options(args: argparse.Namespace):
         calendar_field=args.calendar_queue,
         port_delays=dict(args.port_delay),
         port_ingress_delays=dict(args.port_ingress_delay),
-        log_console=args.log_console,
+        log_console=log_level(args) in ("trace", "debug"),
     )
 
 
@@ -102,8 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     raw = list(sys.argv[1:] if argv is None else argv)
     raw = [a for a in raw if a != "--"]
     args = build_parser().parse_args(raw)
-    level = logging.DEBUG if args.log_console or args.log_level in ("trace", "debug") else logging.INFO
-    logging.basicConfig(level=level, format="[%(asctime)s] %(name)s %(levelname)s: %(message)s")
+    logging.basicConfig(level=LOG_LEVELS[log_level(args)], format="[%(asctime)s] %(name)s %(levelname)s: %(message)s")
     if args.thrift_port is not None:
         log.warning("--thrift-port %d ignored: this target serves P4Runtime only", args.thrift_port)
     try:

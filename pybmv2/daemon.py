@@ -39,6 +39,7 @@ class DaemonOptions:
     queue_depth: int = DEFAULT_QUEUE_DEPTH
     queue_rate_pps: float | None = None
     port_rates: dict[int, float] = field(default_factory=dict)
+    #: trace every packet's path in the log (``--log-console``, or ``-L trace|debug``)
     log_console: bool = False
     #: extension: hold a packet until the time in this metadata field (pybmv2.calendar)
     calendar_field: str | None = None

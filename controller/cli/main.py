@@ -119,6 +119,7 @@ def _fabric_up(args: argparse.Namespace) -> int:
 def _fabric_status(args: argparse.Namespace) -> int:
     from controller.cli.output import emit, format_table
     from controller.cli.running_fabric import current_fabric_path, owner_running
+    from controller.live_fabric import FabricAccess
     from controller.readiness import tcp_open
     from controller.topology import load_topology
 
@@ -127,17 +128,35 @@ def _fabric_status(args: argparse.Namespace) -> int:
         emit({"running": False}, as_json=args.json, text="no emulated fabric is running")
         return 1
     topo = load_topology(path)
+    access = FabricAccess.from_params(topo.params, str(path))
     rows = []
     for s in topo.switches:
         host, _, port = (s.grpc or ":0").rpartition(":")
-        rows.append({"switch": s.name, "role": s.role, "grpc": s.grpc,
-                     "reachable": tcp_open(host or "127.0.0.1", int(port or 0))})
+        row: dict[str, object] = {"switch": s.name, "role": s.role, "grpc": s.grpc,
+                                  "reachable": tcp_open(host or "127.0.0.1", int(port or 0))}
+        if access.target == "bmv2":
+            thrift = access.thrift_ports.get(s.name)
+            row["thrift"] = thrift if thrift is not None else "-"
+            row["thrift_answers"] = thrift is not None and tcp_open("127.0.0.1", thrift)
+        rows.append(row)
     alive = owner_running(path)
     healthy = alive and all(r["reachable"] for r in rows)
     state = ("running" if healthy else "running, but switches do not answer" if alive
              else "stale: the run that published it is gone (mlfabric clean-net removes it)")
-    emit({"running": alive, "healthy": healthy, "topology": topo.name, "switches": rows}, as_json=args.json,
-         text=f"{topo.name} ({topo.kind}), published in {path}: {state}\n" + format_table(rows))
+    lines = [f"{topo.name} ({topo.kind}, {access.target or 'unknown'} target), published in {path}: {state}",
+             format_table(rows)]
+    if access.run_dir is not None:
+        lines.append(f"run folder: {access.run_dir}")
+    if access.log_dir is not None:
+        lines.append(f"logs: {access.log_dir}/SWITCH.log (level {access.log_level})")
+    lines.append(f"pcaps: {access.pcap_dir}/SWITCH-ethN_in.pcap, _out.pcap" if access.pcap_dir
+                 else "pcaps: none (fabric up --pcap writes them)")
+    if access.target is not None:
+        lines.append(f"thrift: {access.thrift_note() or 'mlfabric bmv2-cli SWITCH'}")
+        lines.append("P4Runtime shell: mlfabric shell SWITCH")
+    data = {"running": alive, "healthy": healthy, "topology": topo.name, "switches": rows,
+            **access.to_params()}
+    emit(data, as_json=args.json, text="\n".join(lines))
     return 0 if healthy else 1
 
 
@@ -261,6 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     fs.set_defaults(func=_fabric_status)
 
     from controller.cli import (
+        debug_cmds,
         device_cmds,
         host_cmds,
         mirror_cmds,
@@ -277,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     schedule_cmds.register(sub)
     reconfigure_cmds.register(sub)
     host_cmds.register(sub)
+    debug_cmds.register(sub)
     add_group_examples(parser)
     return parser
 

@@ -87,6 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("job", type=Path, help="the job file (YAML)")
         p.add_argument("--topology", type=Path, default=None,
                        help="topology file (default: $MLFABRIC_TOPOLOGY or the running emulation's)")
-        p.add_argument("--election-id", type=int, default=1 if name in ("add", "remove") else 0)
+        p.add_argument("--election-id", type=int, default=1 if name in ("add", "remove") else 0,
+                       help="this controller's election id (reads use 0, a backup, so they never take mastership)")
         add_json_flag(p)
         p.set_defaults(func=func)

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_the_mininet_cli_prints_and_pingall_reaches_everyone(target_name: str, tmp_path) -> None:
     env = {**os.environ, "MLFABRIC_STATE_DIR": str(tmp_path)}
     proc = subprocess.run([sys.executable, "-m", "controller.cli", "fabric", "up", "topologies/rail-only-4x4.yaml",
-                           "--target", target_name, "--cli"], input="nodes\npingall\nexit\n", cwd=REPO, env=env,
+                           "--target", target_name, "--cli", "--run-dir", str(tmp_path / "run")], input="nodes\npingall\nexit\n", cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-2000:]

@@ -16,12 +16,12 @@ from controller.netstate import state_dir
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_fabric_up_serves_the_cli_then_tears_down(target_name: str, capsys) -> None:
+def test_fabric_up_serves_the_cli_then_tears_down(target_name: str, capsys, tmp_path: Path) -> None:
     published = current_fabric_path()
     assert not published.exists(), "another emulated fabric is running"
     proc = subprocess.Popen(
         [sys.executable, "-m", "controller.cli.main", "fabric", "up", "topologies/rail-only-4x4.yaml",
-         "--target", target_name, "--for", "120"],
+         "--target", target_name, "--for", "120", "--run-dir", str(tmp_path / "run")],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 30
@@ -42,4 +42,26 @@ def test_fabric_up_serves_the_cli_then_tears_down(target_name: str, capsys) -> N
     assert "torn down" in out
     assert not published.exists()
     # its own record is gone (another fabric, e.g. in another network namespace, may have one)
+    assert [p for p in state_dir().glob("fabric-*.json") if f"-{proc.pid}-" in p.name] == []
+
+
+def test_a_closed_terminal_tears_the_fabric_down(target_name: str, tmp_path: Path) -> None:
+    """SIGHUP (the terminal went away) unwinds like Ctrl-C: no switch process is left."""
+    published = current_fabric_path()
+    assert not published.exists(), "another emulated fabric is running"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controller.cli.main", "fabric", "up", "topologies/rail-only-4x4.yaml",
+         "--target", target_name, "--for", "120", "--run-dir", str(tmp_path / "run")],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not published.exists():
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            assert time.monotonic() < deadline, "the fabric did not come up"
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGHUP)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "torn down" in out, out
+    assert not published.exists()
     assert [p for p in state_dir().glob("fabric-*.json") if f"-{proc.pid}-" in p.name] == []
