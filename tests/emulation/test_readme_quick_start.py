@@ -1,0 +1,70 @@
+"""The README's quick start works as printed: its commands are read from the README itself,
+the fabric is brought up with its ``fabric up`` line, and every command of the second
+block runs against it and succeeds."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def quick_start_blocks() -> list[list[str]]:
+    """The command lines (comments dropped) of each ``sh`` block of the quick start section."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", section, flags=re.S)
+    return [[line.split("#", 1)[0].strip() for line in b.splitlines() if line.split("#", 1)[0].strip()]
+            for b in blocks]
+
+
+def test_the_quick_start_has_a_fabric_and_the_commands_to_use_it() -> None:
+    up, use = quick_start_blocks()
+    assert up[0] == use[0] == ". .venv/bin/activate"
+    assert up[1].startswith("mlfabric fabric up ")
+    assert any("ping" in c for c in use) and any("rules show" in c for c in use) and any("counters" in c for c in use)
+
+
+def test_every_quick_start_command_works_as_printed(target_name: str, tmp_path) -> None:
+    if target_name != "python":
+        pytest.skip("the quick start uses the default (Python) target")
+    up, use = quick_start_blocks()
+    env = {**os.environ, "MLFABRIC_STATE_DIR": str(tmp_path), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    fabric = subprocess.Popen(["bash", "-c", f"{up[0]} && exec {up[1]}"], cwd=REPO, env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    run_dir = None
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "current-fabric.yaml").exists():
+            assert fabric.poll() is None, fabric.stdout.read() if fabric.stdout else ""
+            assert time.monotonic() < deadline, "the fabric did not come up"
+            time.sleep(0.2)
+        status = subprocess.run(["bash", "-c", f"{use[0]} && mlfabric fabric status --json"], cwd=REPO, env=env,
+                                capture_output=True, text=True)
+        run_dir = json.loads(status.stdout).get("run_dir")
+        outputs = {}
+        for command in use[1:]:
+            done = subprocess.run(["bash", "-c", f"{use[0]} && {command}"], cwd=REPO, env=env,
+                                  capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
+            outputs[command] = done.stdout
+        ping = next(out for c, out in outputs.items() if "ping" in c)
+        assert "3 received" in ping
+        counters = next(out for c, out in outputs.items() if "counters" in c)
+        assert re.search(r"RailIngress\.ipv4_lpm_hits\s+3\s+294", counters), counters
+    finally:
+        fabric.send_signal(signal.SIGINT)
+        fabric.communicate(timeout=60)
+        if run_dir and Path(run_dir).is_relative_to(REPO / "results"):
+            shutil.rmtree(run_dir, ignore_errors=True)
+    assert fabric.returncode == 0
