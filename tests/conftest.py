@@ -114,3 +114,11 @@ def _net_cleanup_finalizer():
         from controller.netstate import clean_all
 
         clean_all(only_dead_owners=True)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _results_outside_the_repository(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Runs started by tests (fabric up's run folder, experiments without --out) write to a
+    temporary folder, not to the repository's results/."""
+    if "MLFABRIC_RESULTS_DIR" not in os.environ:
+        os.environ["MLFABRIC_RESULTS_DIR"] = str(tmp_path_factory.mktemp("results"))

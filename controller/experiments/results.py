@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import os
 import signal
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["FABRIC_COLOURS", "collective_series", "interrupt_on_signals", "new_results_dir", "plot_collectives",
+           "results_root",
            "write_csv", "write_json", "write_run"]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,9 +36,15 @@ def interrupt_on_signals() -> Iterator[None]:
             signal.signal(sig, previous)
 
 
+def results_root() -> Path:
+    """Where runs write their folders: ``$MLFABRIC_RESULTS_DIR``, else ``results/`` in the repository."""
+    env = os.environ.get("MLFABRIC_RESULTS_DIR")
+    return Path(env) if env else REPO / "results"
+
+
 def new_results_dir(experiment: str, base: Path | None = None) -> Path:
-    """``results/<experiment>-<YYYYmmdd-HHMMSS>/`` (created)."""
-    root = base or REPO / "results"
+    """``<results root>/<experiment>-<YYYYmmdd-HHMMSS>/`` (created)."""
+    root = base or results_root()
     path = root / f"{experiment}-{time.strftime('%Y%m%d-%H%M%S')}"
     path.mkdir(parents=True, exist_ok=False)
     return path
