@@ -26,6 +26,7 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from p4_switch_nodes import P4TargetSwitch
 from shaped_link import ShapedLink
+from teardown import stop_network
 
 from controller.bmv2_thrift import assign_thrift_ports, thrift_support
 from controller.cli.switch_args import current_fabric_path
@@ -297,12 +298,7 @@ class EmulatedFabric:
         try:
             if self.net is not None:
                 try:
-                    for node in (*self.net.hosts, *self.net.switches):
-                        if getattr(node, "waiting", False):  # interrupted mid-command
-                            node.waiting = False
-                    self.net.stop()
-                except Exception as exc:
-                    log.warning("Mininet teardown failed (%s): removing what the records name", exc)
+                    stop_network(self.net)
                 finally:
                     self.net = None
         finally:

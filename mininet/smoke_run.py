@@ -17,6 +17,7 @@ from host_config import prepare_host, set_static_arp
 from mininet.log import setLogLevel
 from mininet.net import Mininet
 from p4_switch_nodes import P4TargetSwitch
+from teardown import stop_network
 
 from controller.experiments.results import interrupt_on_signals
 from controller.netstate import NetRecord
@@ -87,7 +88,7 @@ def main(argv: list[str]) -> int:
                       + (f", avg rtt {rtt.group(1)} ms" if rtt else ""))
                 print(f"[smoke] port_rx packet counters: {rx}")
         finally:
-            net.stop()
+            stop_network(net)
     ok = received == 3
     if not ok:
         print("[smoke] ping output:\n" + out.strip())

@@ -9,11 +9,20 @@ from controller.netstate import state_dir
 
 
 def _switch_processes() -> list[str]:
-    """Running switch processes, by process name (comm is cut to 15 characters)."""
+    """Running switch processes in this network namespace (others, e.g. another run in its
+    own namespace, are not ours), by process name (comm is cut to 15 characters)."""
+    import os
+
+    ours = os.readlink("/proc/self/ns/net")
     found = []
     for name in ("mlfabric-switch", "simple_switch_g"):
         out = subprocess.run(["pgrep", "-ax", name], capture_output=True, text=True)
-        found += out.stdout.splitlines()
+        for line in out.stdout.splitlines():
+            try:
+                if os.readlink(f"/proc/{line.split()[0]}/ns/net") == ours:
+                    found.append(line)
+            except OSError:  # it has just exited
+                pass
     return found
 
 

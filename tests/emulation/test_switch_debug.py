@@ -136,11 +136,11 @@ def test_the_shell_reads_the_switch_and_leaves_the_controller_in_charge(target_n
         assert log and "Processing packet" not in log, log
     assert not (run_dir / "pcaps").exists(), "no pcaps without --pcap"
     assert read.returncode == 0, read.stdout + read.stderr
-    n = len(rules["RailIngress.ipv4_lpm"])
+    n = len(rules["RailIngress.ipv4_lpm"]["entries"])
     assert f"ENTRIES {n}" in read.stdout and "RailIngress.ipv4_lpm" in read.stdout, read.stdout
     assert "pipeline untouched" in read.stderr and read.stderr.count("\n") == 1, read.stderr
     assert add.returncode == 0, add.stdout + add.stderr
-    assert len(json.loads(during.stdout)["RailIngress.ipv4_lpm"]) == n + 1
+    assert len(json.loads(during.stdout)["RailIngress.ipv4_lpm"]["entries"]) == n + 1
     assert f"ENTRIES {n + 1}" in rest, rest
     assert shell.returncode == 0
     assert after.returncode == 0, after.stdout + after.stderr
