@@ -10,6 +10,7 @@ p4lang tutorials' ``logs/s1.log``); with a pcap folder, ``<iface>_in.pcap`` and
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -23,7 +24,7 @@ from types import TracebackType
 
 from controller.errors import EmulationError, ToolchainMissing
 from controller.netstate import NetRecord
-from controller.readiness import wait_for_tcp
+from controller.readiness import free_tcp_port, wait_for_tcp
 
 __all__ = ["LOG_LEVELS", "TARGETS", "SwitchProcess", "SwitchSpec", "switch_command"]
 
@@ -121,6 +122,10 @@ class SwitchProcess:
 
     def launch(self) -> SwitchProcess:
         """Start the process without waiting (start many, then :meth:`wait_ready` each)."""
+        if self.spec.target == "bmv2" and self.spec.thrift_port is None:
+            # a BMv2 built with Thrift serves it on 9090 unless told otherwise: a second
+            # switch would find 9090 taken and fail to start, so each gets a free port
+            self.spec = dataclasses.replace(self.spec, thrift_port=free_tcp_port())
         cmd = switch_command(self.spec)
         log_dir = self.spec.log_dir
         if self.spec.pcap_dir is not None:  # BMv2 refuses a --pcap folder that does not exist

@@ -68,3 +68,19 @@ def test_bmv2_cli_reaches_the_switch_by_name(thrift_switch: int, tmp_path: Path)
                if line.startswith("RuntimeCmd: ")]
     assert [a for a in answers if a.isdigit()] == ["0", "1"], proc.stdout
     assert "Adding entry to lpm match table RailIngress.ipv4_lpm" in proc.stdout, proc.stdout
+
+
+def test_switches_started_without_a_thrift_port_each_get_their_own(target_name: str, tmp_path: Path) -> None:
+    """A Thrift-enabled simple_switch_grpc serves Thrift on 9090 by default: without a port
+    of its own, a second switch beside the first fails to start."""
+    from controller.switch_process import SwitchProcess, SwitchSpec
+
+    if target_name != "bmv2":
+        pytest.skip("Thrift ports are BMv2's (--target bmv2)")
+    specs = [SwitchSpec(name=f"thrift{i}", target="bmv2", ports={}, grpc_address=f"127.0.0.1:{free_tcp_port()}")
+             for i in range(2)]
+    with SwitchProcess(specs[0]).start() as first, SwitchProcess(specs[1]).start() as second:
+        ports = [first.spec.thrift_port, second.spec.thrift_port]
+        assert None not in ports and ports[0] != ports[1]
+        assert first.proc is not None and second.proc is not None
+        assert first.proc.poll() is None and second.proc.poll() is None
