@@ -58,11 +58,17 @@ def _load_pipeline(client: P4RuntimeClient, artifact: Artifact) -> P4Schema:
 class InProcessTarget(PacketTarget):
     kind = "python"
 
-    def __init__(self, artifact: Artifact, *, device_id: int = 1, cpu_port: int = CPU_PORT) -> None:
+    def __init__(self, artifact: Artifact, *, device_id: int = 1, cpu_port: int = CPU_PORT,
+                 engine: str = "python") -> None:
         from pybmv2.runtime.server import P4RuntimeServer
         from pybmv2.switch import V1Switch
 
-        self.switch = V1Switch(None, cpu_port=cpu_port)
+        if engine == "python":
+            self.switch = V1Switch(None, cpu_port=cpu_port)
+        else:  # the native engine ("native"), or it where it can run the program ("auto")
+            from pybmv2.native.switch import NativeSwitch
+
+            self.switch = NativeSwitch(None, cpu_port=cpu_port, engine=engine)
         self.server = P4RuntimeServer(self.switch, device_id=device_id, address="127.0.0.1:0")
         self.server.start()
         try:
@@ -78,6 +84,9 @@ class InProcessTarget(PacketTarget):
     def close(self) -> None:
         self.client.close()
         self.server.stop()
+        close_engine = getattr(self.switch, "close", None)
+        if close_engine is not None:
+            close_engine()
 
 
 class ProcessTarget(PacketTarget):
@@ -113,13 +122,18 @@ class ProcessTarget(PacketTarget):
 
 @contextlib.contextmanager
 def open_target(kind: str, artifact: Artifact, ports: Sequence[int] = (1, 2, 3, 4), *,
-                device_id: int = 1, cpu_port: int = CPU_PORT) -> Iterator[PacketTarget]:
-    """Start a target of ``kind`` with ``artifact`` loaded; always torn down on exit."""
+                device_id: int = 1, cpu_port: int = CPU_PORT,
+                engine: str = "python") -> Iterator[PacketTarget]:
+    """Start a target of ``kind`` with ``artifact`` loaded; always torn down on exit.
+
+    ``engine`` (``python``, ``native`` or ``auto``) selects the in-process target's packet
+    engine; the other kinds ignore it.
+    """
     if kind not in KINDS:
         raise ValueError(f"unknown target kind {kind!r}: choose one of {KINDS}")
     target: PacketTarget
     if kind == "python":
-        target = InProcessTarget(artifact, device_id=device_id, cpu_port=cpu_port)
+        target = InProcessTarget(artifact, device_id=device_id, cpu_port=cpu_port, engine=engine)
     else:
         target = ProcessTarget(kind, artifact, ports, device_id=device_id, cpu_port=cpu_port)
     try:

@@ -2,6 +2,9 @@
 the outputs simple_switch_grpc produced (committed goldens recorded from BMv2).
 
 Run on BMv2 itself with ``--target bmv2``; re-record with ``--record-golden`` (BMv2 only).
+On the Python target every program runs on both engines: the Python one and, where it
+supports the program, the native one (tests/target/test_native_differential.py asserts
+which programs those are).
 """
 
 from __future__ import annotations
@@ -102,14 +105,34 @@ def record(pytestconfig: pytest.Config, target_name: str) -> bool:
     return wanted
 
 
+def native_skip_reason(target_name: str, json_path: Path) -> str | None:
+    """Why the native engine cannot run this case here (None: it can)."""
+    if target_name != "python":
+        return "the native engine is an engine of the Python target"
+    from pybmv2.native import native_support
+    from pybmv2.native.build import compiler
+    from pybmv2.program import Program as Loaded
+
+    if compiler() is None:
+        return "no C compiler"
+    reason = native_support(Loaded.from_file(json_path))
+    return f"the native engine does not support it: {reason}" if reason else None
+
+
+@pytest.mark.parametrize("engine", ["python", "native"])
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
-def test_program_matches_bmv2_golden(program: Program, target_name: str, record: bool) -> None:
+def test_program_matches_bmv2_golden(program: Program, engine: str, target_name: str,
+                                     record: bool) -> None:
     path = GOLDEN / f"{program.name}.json"
     golden = None if record else json.loads(path.read_text()) if path.exists() else None
     if golden is None and not record:
         pytest.fail(f"no golden outputs for {program.name}: record them with --target bmv2 --record-golden")
     artifact = pipeline_files(program.program, PROGRAM_DIRS[program.home])
-    with open_target(target_name, artifact) as sw:
+    if engine == "native":
+        reason = native_skip_reason(target_name, artifact.json)
+        if reason is not None:
+            pytest.skip(reason)
+    with open_target(target_name, artifact, engine=engine) as sw:
         observed = run_program(sw, program, golden)
     if record:
         GOLDEN.mkdir(exist_ok=True)

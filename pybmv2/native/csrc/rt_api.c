@@ -1,0 +1,395 @@
+/* The engine's exported API, driven from Python through ctypes (pybmv2/native/engine.py).
+ * Calls that change state must not run concurrently with nx_process (the caller locks). */
+
+static void set_call(call_t *c, i32 action, const u64 *args, int nargs) {
+    memset(c, 0, sizeof *c);
+    c->action = action;
+    if (nargs > NX_MAX_ARGW) nargs = NX_MAX_ARGW;
+    if (nargs > 0) memcpy(c->args, args, (size_t)nargs * sizeof(u64));
+}
+
+NX_EXPORT void *nx_create(void) {
+    algos_init();
+    ctx_t *cx = calloc(1, sizeof(ctx_t));
+    if (!cx) return NULL;
+    for (int i = 0; i < NX_NT_REAL; i++) {
+        table_init(&cx->tables[i], &TABLE_DESCS[i]);
+        cx->tables[i].def.action = -1;
+    }
+    int bad = 0;
+    for (int i = 0; i < NX_NC_REAL; i++) bad |= counter_init(&cx->counters[i], COUNTER_SIZES[i]);
+    for (int i = 0; i < NX_NR_REAL; i++) bad |= reg_init(&cx->regs[i], REG_SIZES[i], REG_WIDTHS[i]);
+    for (int i = 0; i < NX_NM_REAL; i++)
+        bad |= meterarr_init(&cx->meters[i], METER_SIZES[i], METER_PACKETS[i]);
+    cx->mg = calloc(NX_MGIDS, sizeof(rlist_t *));
+    cx->ss = calloc(NX_SESSIONS, sizeof(rlist_t *));
+    if (bad || !cx->mg || !cx->ss) return NULL;
+    return cx;
+}
+
+NX_EXPORT void nx_destroy(void *h) {
+    ctx_t *cx = h;
+    if (!cx) return;
+    for (int i = 0; i < NX_NT_REAL; i++) table_free(&cx->tables[i]);
+    for (int i = 0; i < NX_NP_REAL; i++) profile_free(&cx->profiles[i]);
+    for (int i = 0; i < NX_NC_REAL; i++) counter_free(&cx->counters[i]);
+    for (int i = 0; i < NX_NR_REAL; i++) reg_free(&cx->regs[i]);
+    for (int i = 0; i < NX_NM_REAL; i++) meterarr_free(&cx->meters[i]);
+    for (u32 i = 0; i < NX_MGIDS; i++) free(cx->mg[i]);
+    for (u32 i = 0; i < NX_SESSIONS; i++) free(cx->ss[i]);
+    free(cx->mg);
+    free(cx->ss);
+    free(cx->q);
+    arena_reset(cx);
+    free(cx->arena);
+    free(cx->scratch.p);
+    free(cx->out.p);
+    free(cx->oport);
+    free(cx->ooff);
+    free(cx->olen);
+    free(cx->dig.p);
+    free(cx);
+}
+
+/* ---- tables ---------------------------------------------------------------------------- */
+
+static table_t *tbl(ctx_t *cx, int tid) {
+    return (tid >= 0 && tid < NX_NT_REAL) ? &cx->tables[tid] : NULL;
+}
+
+static void set_indirect(entry_t *e, int kind, u32 handle) {
+    e->ind_kind = (u8)kind;
+    e->ind_handle = handle;
+}
+
+NX_EXPORT i64 nx_table_add(void *h, int tid, const u64 *a, const u64 *b, int plen, i32 prio,
+                           u64 seq, i32 action, const u64 *args, int nargs, int ind_kind,
+                           u32 ind_handle) {
+    table_t *t = tbl(h, tid);
+    if (!t) return NX_EINVAL;
+    i64 id = table_add(t, a, b, plen, prio, seq);
+    if (id < 0) return id;
+    entry_t *e = t->ents[id];
+    set_call(&e->call, action, args, nargs);
+    set_indirect(e, ind_kind, ind_handle);
+    return id;
+}
+
+NX_EXPORT int nx_table_modify(void *h, int tid, i64 eid, i32 action, const u64 *args, int nargs,
+                              int ind_kind, u32 ind_handle) {
+    table_t *t = tbl(h, tid);
+    entry_t *e = t ? table_entry(t, eid) : NULL;
+    if (!e) return NX_ENOENT;
+    set_call(&e->call, action, args, nargs);
+    set_indirect(e, ind_kind, ind_handle);
+    return 0;
+}
+
+NX_EXPORT int nx_table_delete(void *h, int tid, i64 eid) {
+    table_t *t = tbl(h, tid);
+    return t ? table_delete(t, eid) : NX_EINVAL;
+}
+
+NX_EXPORT int nx_table_set_default(void *h, int tid, i32 action, const u64 *args, int nargs) {
+    table_t *t = tbl(h, tid);
+    if (!t) return NX_EINVAL;
+    set_call(&t->def, action, args, nargs);
+    return 0;
+}
+
+NX_EXPORT i64 nx_table_size(void *h, int tid) {
+    table_t *t = tbl(h, tid);
+    if (!t) return NX_EINVAL;
+    return (i64)t->next_id - (i64)t->nfree;
+}
+
+/* counters: out[0] packets, out[1] bytes; reset: zero them after reading */
+NX_EXPORT int nx_entry_counters(void *h, int tid, i64 eid, u64 *out, int reset) {
+    table_t *t = tbl(h, tid);
+    entry_t *e = t ? table_entry(t, eid) : NULL;
+    if (!e) return NX_ENOENT;
+    out[0] = e->pkts;
+    out[1] = e->bytes;
+    if (reset) e->pkts = e->bytes = 0;
+    return 0;
+}
+
+NX_EXPORT int nx_entry_set_counters(void *h, int tid, i64 eid, u64 pkts, u64 bytes) {
+    table_t *t = tbl(h, tid);
+    entry_t *e = t ? table_entry(t, eid) : NULL;
+    if (!e) return NX_ENOENT;
+    e->pkts = pkts;
+    e->bytes = bytes;
+    return 0;
+}
+
+/* meters: cfg = cir, cburst, pir, pburst, peak tokens, committed tokens, last update (s) */
+static void meter_set(meter_t *m, int configured, const double *cfg) {
+    m->configured = (u8)configured;
+    if (!configured) return;
+    m->cir = cfg[0];
+    m->cburst = cfg[1];
+    m->pir = cfg[2];
+    m->pburst = cfg[3];
+    m->tp = cfg[4];
+    m->tc = cfg[5];
+    m->last = cfg[6];
+}
+
+static void meter_get(const meter_t *m, double *out) {
+    out[0] = m->tp;
+    out[1] = m->tc;
+    out[2] = m->last;
+}
+
+NX_EXPORT int nx_entry_meter(void *h, int tid, i64 eid, int configured, const double *cfg) {
+    table_t *t = tbl(h, tid);
+    entry_t *e = t ? table_entry(t, eid) : NULL;
+    if (!e) return NX_ENOENT;
+    meter_set(&e->meter, configured, cfg);
+    return 0;
+}
+
+/* take the entries the data plane touched since the last call: their ids, counters (then
+ * zeroed) and meter state (peak tokens, committed tokens, last update); cap >= size */
+NX_EXPORT i64 nx_table_take(void *h, int tid, i64 *eids, u64 *counts, double *meters, i64 cap) {
+    table_t *t = tbl(h, tid);
+    if (!t) return NX_EINVAL;
+    i64 n = 0;
+    for (u32 i = 0; i < t->ndirty && n < cap; i++, n++) {
+        entry_t *e = t->ents[t->dirty[i]];
+        eids[n] = e->id;
+        counts[2 * n] = e->pkts;
+        counts[2 * n + 1] = e->bytes;
+        e->pkts = e->bytes = 0;
+        e->cdirty = 0;
+        meter_get(&e->meter, meters + 3 * n);
+    }
+    t->ndirty = 0;
+    return n;
+}
+
+/* ---- action profiles --------------------------------------------------------------------- */
+
+static profile_t *prof(ctx_t *cx, int pid) {
+    return (pid >= 0 && pid < NX_NP_REAL) ? &cx->profiles[pid] : NULL;
+}
+
+NX_EXPORT int nx_member_set(void *h, int pid, u32 handle, i32 action, const u64 *args, int nargs) {
+    profile_t *p = prof(h, pid);
+    if (!p) return NX_EINVAL;
+    if (grow((void **)&p->m, &p->mcap, handle + 1, sizeof(member_t))) return NX_ENOMEM;
+    p->m[handle].present = 1;
+    set_call(&p->m[handle].call, action, args, nargs);
+    return 0;
+}
+
+NX_EXPORT int nx_member_delete(void *h, int pid, u32 handle) {
+    profile_t *p = prof(h, pid);
+    if (!p || handle >= p->mcap || !p->m[handle].present) return NX_ENOENT;
+    p->m[handle].present = 0;
+    return 0;
+}
+
+NX_EXPORT int nx_group_set(void *h, int pid, u32 handle, const u32 *members, u32 n) {
+    profile_t *p = prof(h, pid);
+    if (!p) return NX_EINVAL;
+    if (grow((void **)&p->g, &p->gcap, handle + 1, sizeof(group_t))) return NX_ENOMEM;
+    group_t *g = &p->g[handle];
+    if (grow((void **)&g->m, &g->cap, n ? n : 1, sizeof(u32))) return NX_ENOMEM;
+    memcpy(g->m, members, (size_t)n * sizeof(u32));
+    g->n = n;
+    g->present = 1;
+    return 0;
+}
+
+NX_EXPORT int nx_group_delete(void *h, int pid, u32 handle) {
+    profile_t *p = prof(h, pid);
+    if (!p || handle >= p->gcap || !p->g[handle].present) return NX_ENOENT;
+    p->g[handle].present = 0;
+    p->g[handle].n = 0;
+    return 0;
+}
+
+/* ---- counters, registers, meters ------------------------------------------------------------ */
+
+NX_EXPORT int nx_counter_read(void *h, int cid, u64 idx, u64 *out, int reset) {
+    ctx_t *cx = h;
+    if (cid < 0 || cid >= NX_NC_REAL || idx >= cx->counters[cid].size) return NX_EINVAL;
+    counter_t *c = &cx->counters[cid];
+    out[0] = c->pkts[idx];
+    out[1] = c->bytes[idx];
+    if (reset) c->pkts[idx] = c->bytes[idx] = 0;
+    return 0;
+}
+
+NX_EXPORT int nx_counter_write(void *h, int cid, u64 idx, u64 pkts, u64 bytes) {
+    ctx_t *cx = h;
+    if (cid < 0 || cid >= NX_NC_REAL || idx >= cx->counters[cid].size) return NX_EINVAL;
+    cx->counters[cid].pkts[idx] = pkts;
+    cx->counters[cid].bytes[idx] = bytes;
+    return 0;
+}
+
+/* the cells counted since the last call, with their counts (then zeroed) */
+NX_EXPORT i64 nx_counter_take(void *h, int cid, u32 *idx, u64 *counts, i64 cap) {
+    ctx_t *cx = h;
+    if (cid < 0 || cid >= NX_NC_REAL) return NX_EINVAL;
+    counter_t *c = &cx->counters[cid];
+    i64 n = 0;
+    for (u32 i = 0; i < c->nd && n < cap; i++, n++) {
+        u32 k = c->dl[i];
+        idx[n] = k;
+        counts[2 * n] = c->pkts[k];
+        counts[2 * n + 1] = c->bytes[k];
+        c->pkts[k] = c->bytes[k] = 0;
+        c->dirty[k] = 0;
+    }
+    c->nd = 0;
+    return n;
+}
+
+NX_EXPORT int nx_register_read(void *h, int rid, u64 idx, u64 *out) {
+    ctx_t *cx = h;
+    if (rid < 0 || rid >= NX_NR_REAL || idx >= cx->regs[rid].size) return NX_EINVAL;
+    u128 v = cx->regs[rid].v[idx];
+    out[0] = (u64)v;
+    out[1] = (u64)(v >> 64);
+    return 0;
+}
+
+NX_EXPORT int nx_register_write(void *h, int rid, u64 idx, u64 lo, u64 hi) {
+    ctx_t *cx = h;
+    if (rid < 0 || rid >= NX_NR_REAL || idx >= cx->regs[rid].size) return NX_EINVAL;
+    cx->regs[rid].v[idx] = (((u128)hi << 64) | lo) & cx->regs[rid].mask;
+    return 0;
+}
+
+/* the cells written since the last call, with their values (low and high words) */
+NX_EXPORT i64 nx_register_take(void *h, int rid, u32 *idx, u64 *vals, i64 cap) {
+    ctx_t *cx = h;
+    if (rid < 0 || rid >= NX_NR_REAL) return NX_EINVAL;
+    reg_t *r = &cx->regs[rid];
+    i64 n = 0;
+    for (u32 i = 0; i < r->nd && n < cap; i++, n++) {
+        u32 k = r->dl[i];
+        idx[n] = k;
+        vals[2 * n] = (u64)r->v[k];
+        vals[2 * n + 1] = (u64)(r->v[k] >> 64);
+        r->dirty[k] = 0;
+    }
+    r->nd = 0;
+    return n;
+}
+
+NX_EXPORT int nx_meter_set(void *h, int mid, u64 idx, int configured, const double *cfg) {
+    ctx_t *cx = h;
+    if (mid < 0 || mid >= NX_NM_REAL || idx >= cx->meters[mid].size) return NX_EINVAL;
+    meter_set(&cx->meters[mid].m[idx], configured, cfg);
+    return 0;
+}
+
+/* the meters executed since the last call, with their state */
+NX_EXPORT i64 nx_meter_take(void *h, int mid, u32 *idx, double *state, i64 cap) {
+    ctx_t *cx = h;
+    if (mid < 0 || mid >= NX_NM_REAL) return NX_EINVAL;
+    meterarr_t *a = &cx->meters[mid];
+    i64 n = 0;
+    for (u32 i = 0; i < a->nd && n < cap; i++, n++) {
+        u32 k = a->dl[i];
+        idx[n] = k;
+        meter_get(&a->m[k], state + 3 * n);
+        a->m[k].dirty = 0;
+    }
+    a->nd = 0;
+    return n;
+}
+
+/* ---- the packet replication engine ----------------------------------------------------------- */
+
+static int rlist_put(rlist_t **slot, const u32 *ports, const u32 *rids, u32 n, i64 trunc) {
+    rlist_t *l = rlist_new(ports, rids, n, trunc);
+    if (!l) return NX_ENOMEM;
+    free(*slot);
+    *slot = l;
+    return 0;
+}
+
+NX_EXPORT int nx_mgrp_set(void *h, u32 mgid, const u32 *ports, const u32 *rids, u32 n) {
+    ctx_t *cx = h;
+    if (mgid >= NX_MGIDS) return NX_EINVAL;
+    return rlist_put(&cx->mg[mgid], ports, rids, n, 0);
+}
+
+NX_EXPORT int nx_mgrp_delete(void *h, u32 mgid) {
+    ctx_t *cx = h;
+    if (mgid >= NX_MGIDS || !cx->mg[mgid]) return NX_ENOENT;
+    free(cx->mg[mgid]);
+    cx->mg[mgid] = NULL;
+    return 0;
+}
+
+NX_EXPORT int nx_session_set(void *h, u32 sid, const u32 *ports, const u32 *rids, u32 n,
+                             i64 trunc) {
+    ctx_t *cx = h;
+    if (sid >= NX_SESSIONS) return NX_EINVAL;
+    return rlist_put(&cx->ss[sid], ports, rids, n, trunc);
+}
+
+NX_EXPORT int nx_session_delete(void *h, u32 sid) {
+    ctx_t *cx = h;
+    if (sid >= NX_SESSIONS || !cx->ss[sid]) return NX_ENOENT;
+    free(cx->ss[sid]);
+    cx->ss[sid] = NULL;
+    return 0;
+}
+
+/* ---- packets ------------------------------------------------------------------------------ */
+
+/* run a batch of frames (back to back in `buf`) through the switch; the outputs stay in the
+ * context until the next call (nx_outputs), as do the digests (nx_digests) */
+NX_EXPORT i64 nx_process(void *h, const u8 *buf, const u32 *lens, const u32 *ports, u32 n,
+                         u64 now_us) {
+    ctx_t *cx = h;
+    cx->now_us = now_us;
+    cx->nout = 0;
+    cx->out.n = 0;
+    cx->dig.n = 0;
+    cx->ndig = 0;
+    size_t off = 0;
+    for (u32 i = 0; i < n; i++) {
+        process_one(cx, ports[i], buf + off, lens[i]);
+        off += lens[i];
+    }
+    return cx->nout;
+}
+
+NX_EXPORT u32 nx_outputs(void *h, const u8 **buf, const u64 **ports, const u32 **offs,
+                         const u32 **lens) {
+    ctx_t *cx = h;
+    *buf = cx->out.p;
+    *ports = cx->oport;
+    *offs = cx->ooff;
+    *lens = cx->olen;
+    return cx->nout;
+}
+
+NX_EXPORT u32 nx_digests(void *h, const u64 **recs, u64 *nwords) {
+    ctx_t *cx = h;
+    *recs = (const u64 *)cx->dig.p;
+    *nwords = cx->dig.n / sizeof(u64);
+    return cx->ndig;
+}
+
+/* the hash algorithms by name, for tests against pybmv2.calculations */
+NX_EXPORT u64 nx_algo(const char *name, const u8 *d, u64 n) {
+    algos_init();
+    if (!strcmp(name, "crc16")) return algo_crc16(d, n);
+    if (!strcmp(name, "crc32")) return algo_crc32(d, n);
+    if (!strcmp(name, "crcCCITT")) return algo_crc_ccitt(d, n);
+    if (!strcmp(name, "csum16") || !strcmp(name, "cksum16")) return algo_csum16(d, n);
+    if (!strcmp(name, "identity")) return algo_identity(d, n);
+    if (!strcmp(name, "xor16")) return algo_xor16(d, n);
+    if (!strcmp(name, "xor32")) return algo_xor32(d, n);
+    return ~(u64)0;
+}

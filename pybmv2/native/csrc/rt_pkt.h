@@ -1,0 +1,47 @@
+/* The packet state and the engine context (after the generated phv_t and constants).
+ *
+ * pkt_t is pybmv2.state.PacketState: the PHV, header validity, stack cursors, the frame
+ * and its parser cursor, and the per-packet registers simple_switch keeps. */
+
+typedef struct {
+    phv_t v;
+    u8 valid[NX_NH];
+    i32 sn[NX_NS];
+    const u8 *data;
+    u32 len, offset;
+    i64 error, truncate_len, pkt_len;
+    u8 checksum_error, exit_;
+    u32 clone_session, clone_fl, resubmit, recirc, learn_id;
+    u64 port; /* the egress job's port */
+} pkt_t;
+
+typedef struct ctx {
+    table_t tables[NX_NT];
+    profile_t profiles[NX_NP];
+    counter_t counters[NX_NC];
+    reg_t regs[NX_NR];
+    meterarr_t meters[NX_NM];
+    rlist_t **mg, **ss;
+    u64 now_us;
+    /* the egress jobs of the input packet being processed (a FIFO) */
+    pkt_t *q;
+    u32 qhead, qtail, qcap;
+    pkt_t tmp[2];
+    nx_buf_t scratch;
+    /* frames that live until the input packet is done (recirculated ones) */
+    u8 **arena;
+    u32 narena, acap;
+    /* outputs of the batch: frames back to back, with their ports, offsets and lengths */
+    nx_buf_t out;
+    u64 *oport;
+    u32 *ooff, *olen, nout, ocap;
+    /* digests of the batch: u64 records [learn id, n, (low, high) x n] */
+    nx_buf_t dig;
+    u32 ndig;
+} ctx_t;
+
+static inline u8 *scratch(ctx_t *cx, size_t n) {
+    cx->scratch.n = 0;
+    if (buf_reserve(&cx->scratch, n + 64)) abort();
+    return cx->scratch.p;
+}

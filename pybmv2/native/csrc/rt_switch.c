@@ -1,0 +1,236 @@
+/* The v1model architecture as simple_switch runs it (pybmv2/switch.py, V1Switch.process):
+ * parser, ingress, the PRE (clone, digest, resubmit, multicast, drop), egress, egress
+ * clones, deparser and recirculation, in the same order, for one input packet at a time. */
+
+#define MAX_PASSES 32
+#define INSTANCE_NORMAL 0
+#define INSTANCE_INGRESS_CLONE 1
+#define INSTANCE_EGRESS_CLONE 2
+#define INSTANCE_RECIRC 4
+#define INSTANCE_REPLICATION 5
+#define INSTANCE_RESUBMIT 6
+
+static void new_state(pkt_t *s, const u8 *data, u32 len) {
+    memset(&s->v, 0, sizeof s->v);
+    memcpy(s->valid, INIT_VALID, sizeof s->valid);
+    memset(s->sn, 0, sizeof s->sn);
+    s->data = data;
+    s->len = len;
+    s->offset = 0;
+    s->error = s->truncate_len = 0;
+    s->pkt_len = len;
+    s->checksum_error = s->exit_ = 0;
+    s->clone_session = s->clone_fl = s->resubmit = s->recirc = s->learn_id = 0;
+    s->port = 0;
+}
+
+/* PacketState.copy: the PHV, cursor, errors and lengths; no pending requests */
+static void copy_state(pkt_t *d, const pkt_t *s) {
+    *d = *s;
+    d->exit_ = 0;
+    d->clone_session = d->clone_fl = d->resubmit = d->recirc = d->learn_id = 0;
+    d->port = 0;
+}
+
+static pkt_t *push_job(ctx_t *cx) {
+    if (cx->qtail == cx->qcap) {
+        if (cx->qhead > 0) {
+            memmove(cx->q, cx->q + cx->qhead, (cx->qtail - cx->qhead) * sizeof(pkt_t));
+            cx->qtail -= cx->qhead;
+            cx->qhead = 0;
+        }
+        if (cx->qtail == cx->qcap && grow((void **)&cx->q, &cx->qcap, cx->qcap + 1, sizeof(pkt_t)))
+            abort();
+    }
+    return &cx->q[cx->qtail++];
+}
+
+static u8 *arena_alloc(ctx_t *cx, size_t n) {
+    if (grow((void **)&cx->arena, &cx->acap, cx->narena + 1, sizeof(u8 *))) abort();
+    u8 *p = malloc(n ? n : 1);
+    if (!p) abort();
+    cx->arena[cx->narena++] = p;
+    return p;
+}
+
+static void arena_reset(ctx_t *cx) {
+    for (u32 i = 0; i < cx->narena; i++) free(cx->arena[i]);
+    cx->narena = 0;
+}
+
+static void do_parse(ctx_t *cx, pkt_t *s) {
+    gen_parse(cx, s);
+    std_set_parser_error(s, (u64)s->error);
+    int bad = gen_verify(cx, s);
+    s->checksum_error = (u8)bad;
+    std_set_checksum_error(s, bad ? 1 : 0);
+}
+
+static void replicate(ctx_t *cx, const pkt_t *s, const rlist_t *l, int set_rid) {
+    for (u32 i = 0; l && i < l->n; i++) {
+        pkt_t *c = push_job(cx);
+        copy_state(c, s);
+        if (set_rid) std_set_egress_rid(c, l->r[i].rid);
+        c->port = l->r[i].port;
+    }
+}
+
+/* one pass through parser and ingress; a resubmitted packet's next state (built in
+ * `next`, which also holds an ingress clone while it is replicated), else NULL */
+static pkt_t *ingress_pass(ctx_t *cx, pkt_t *s, u64 port, pkt_t *next) {
+    const u8 *frame = s->data;
+    u32 flen = s->len;
+    i64 ingress_size = s->pkt_len;
+    do_parse(cx, s);
+    gen_ingress(cx, s);
+    s->exit_ = 0;
+    u64 egress_spec = std_get_egress_spec(s), mgid = std_get_mcast_grp(s);
+    if (s->clone_session) {
+        u32 sid = s->clone_session & 0x7FFF, fl = s->clone_fl;
+        s->clone_session = s->clone_fl = 0;
+        const rlist_t *sess = cx->ss[sid];
+        if (sess) {
+            pkt_t *c = next;
+            new_state(c, frame, flen);
+            std_set_ingress_port(c, port);
+            do_parse(cx, c);
+            gen_reset_metadata(c);
+            gen_copy_field_list(c, s, fl);
+            std_set_instance_type(c, INSTANCE_INGRESS_CLONE);
+            c->pkt_len = ingress_size;
+            c->truncate_len = sess->trunc;
+            replicate(cx, c, sess, sess->n > 1);
+        }
+    }
+    if (s->learn_id) {
+        gen_learn(cx, s, s->learn_id);
+        s->learn_id = 0;
+    }
+    if (s->resubmit) {
+        new_state(next, frame, flen);
+        gen_copy_field_list(next, s, s->resubmit);
+        std_set_instance_type(next, INSTANCE_RESUBMIT);
+        std_set_packet_length(next, (u64)ingress_size);
+        next->pkt_len = ingress_size;
+        return next;
+    }
+    if (mgid) {
+        std_set_instance_type(s, INSTANCE_REPLICATION);
+        replicate(cx, s, mgid < NX_MGIDS ? cx->mg[mgid] : NULL, 1);
+        return NULL;
+    }
+    if (egress_spec == DROP_PORT) return NULL;
+    std_set_instance_type(s, INSTANCE_NORMAL);
+    pkt_t *j = push_job(cx);
+    *j = *s;
+    j->port = egress_spec;
+    return NULL;
+}
+
+/* ingress passes of the state in cx->tmp[k] until no resubmit is left (at most
+ * MAX_PASSES); `port` < 0: each pass's clones take the state's own ingress_port */
+static void ingress_passes(ctx_t *cx, int k, i64 port) {
+    pkt_t *s = &cx->tmp[k];
+    for (int pass = 0; pass < MAX_PASSES && s; pass++) {
+        u64 p = port >= 0 ? (u64)port : std_get_ingress_port(s);
+        k ^= 1;
+        s = ingress_pass(cx, s, p, &cx->tmp[k]);
+    }
+}
+
+static u8 *out_begin(ctx_t *cx, size_t bound) {
+    if (buf_reserve(&cx->out, bound)) abort();
+    return cx->out.p + cx->out.n;
+}
+
+static void out_commit(ctx_t *cx, u64 port, u32 n) {
+    if (cx->nout == cx->ocap) {
+        u32 cap = cx->ocap ? cx->ocap * 2 : 256;
+        u64 *op = realloc(cx->oport, cap * sizeof(u64));
+        if (op) cx->oport = op;
+        u32 *oo = realloc(cx->ooff, cap * sizeof(u32));
+        if (oo) cx->ooff = oo;
+        u32 *ol = realloc(cx->olen, cap * sizeof(u32));
+        if (ol) cx->olen = ol;
+        if (!op || !oo || !ol) abort();
+        cx->ocap = cap;
+    }
+    cx->oport[cx->nout] = port;
+    cx->ooff[cx->nout] = (u32)cx->out.n;
+    cx->olen[cx->nout] = n;
+    cx->out.n += n;
+    cx->nout++;
+}
+
+/* the deparser: checksums, valid headers in order, the payload, truncation */
+static u32 deparse(ctx_t *cx, pkt_t *s, u8 *o) {
+    const u8 *pl = s->data + s->offset;
+    u32 pn = s->len - s->offset;
+    gen_update_checksums(cx, s, pl, pn);
+    u32 n = gen_emit(s, o);
+    memcpy(o + n, pl, pn);
+    n += pn;
+    i64 t = s->truncate_len;
+    if (t > 0 && t < (i64)n) n = (u32)t;
+    else if (t < 0) n = (i64)n + t > 0 ? (u32)((i64)n + t) : 0;
+    return n;
+}
+
+/* one egress job; a recirculated frame is fed back through ingress */
+static void egress(ctx_t *cx, pkt_t *s, int *passes) {
+    std_set_egress_global_timestamp(s, cx->now_us);
+    if (STD_QUEUEING) {
+        std_set_deq_timedelta(s, 0);
+        std_set_deq_qdepth(s, 0);
+    }
+    std_set_egress_port(s, s->port);
+    std_set_egress_spec(s, (DROP_PORT + 1) & EGRESS_SPEC_MASK);
+    std_set_packet_length(s, (u64)s->pkt_len);
+    gen_egress(cx, s);
+    if (s->clone_session) {
+        u32 sid = s->clone_session & 0x7FFF, fl = s->clone_fl;
+        s->clone_session = s->clone_fl = 0;
+        const rlist_t *sess = cx->ss[sid];
+        if (sess) {
+            pkt_t *c = &cx->tmp[1];
+            copy_state(c, s);
+            gen_reset_metadata(c);
+            gen_copy_field_list(c, s, fl);
+            std_set_instance_type(c, INSTANCE_EGRESS_CLONE);
+            c->truncate_len = sess->trunc;
+            replicate(cx, c, sess, sess->n > 1);
+        }
+    }
+    if (std_get_egress_spec(s) == DROP_PORT) return;
+    size_t bound = (size_t)HDR_MAX_BYTES + (s->len - s->offset);
+    if (s->recirc) {
+        u8 *f = arena_alloc(cx, bound);
+        u32 n = deparse(cx, s, f);
+        if (++*passes > MAX_PASSES) return;
+        pkt_t *r = &cx->tmp[0];
+        new_state(r, f, n);
+        gen_copy_field_list(r, s, s->recirc);
+        std_set_instance_type(r, INSTANCE_RECIRC);
+        std_set_packet_length(r, n);
+        ingress_passes(cx, 0, -1);
+        return;
+    }
+    u8 *o = out_begin(cx, bound);
+    out_commit(cx, s->port, deparse(cx, s, o));
+}
+
+static void process_one(ctx_t *cx, u64 port, const u8 *frame, u32 len) {
+    cx->qhead = cx->qtail = 0;
+    pkt_t *s = &cx->tmp[0];
+    new_state(s, frame, len);
+    std_set_ingress_port(s, port);
+    std_set_packet_length(s, len);
+    std_set_ingress_global_timestamp(s, cx->now_us);
+    ingress_passes(cx, 0, (i64)port);
+    int passes = 0;
+    while (cx->qhead < cx->qtail) {
+        pkt_t job = cx->q[cx->qhead++];
+        egress(cx, &job, &passes);
+    }
+    arena_reset(cx);
+}

@@ -1,0 +1,108 @@
+"""The program-specific helpers the architecture code (rt_switch.c) calls: standard
+metadata access, initial validity, metadata reset, field lists, digests and the deparser."""
+
+from __future__ import annotations
+
+from pybmv2.layout import HeaderLayout
+from pybmv2.native.cctx import STD_FIELDS, GenCtx
+from pybmv2.native.cphv import slot_type
+from pybmv2.native.errors import NativeUnsupported
+from pybmv2.program import DROP_PORT
+
+__all__ = ["deparser_function", "switch_helpers"]
+
+
+def _std_accessors(g: GenCtx) -> list[str]:
+    lines = []
+    for name in STD_FIELDS:
+        slot = g.std(name)
+        if slot is None:
+            lines += [f"static inline void std_set_{name}(pkt_t *p, u64 v) {{ (void)p; (void)v; }}",
+                      f"static inline u64 std_get_{name}(const pkt_t *p) {{ (void)p; return 0; }}"]
+            continue
+        ty = slot_type(slot)
+        lines += [f"static inline void std_set_{name}(pkt_t *p, u64 v) "
+                  f"{{ p->v.f{slot.index} = ({ty})v; }}",
+                  f"static inline u64 std_get_{name}(const pkt_t *p) "
+                  f"{{ return (u64)p->v.f{slot.index}; }}"]
+    queueing = all(g.std(n) is not None
+                   for n in ("enq_timestamp", "enq_qdepth", "deq_timedelta", "deq_qdepth"))
+    spec = g.std("egress_spec")
+    mask = spec.mask if spec is not None else 0x1FF
+    lines += [f"#define STD_QUEUEING {int(queueing)}", f"#define EGRESS_SPEC_MASK {mask}ULL",
+              f"#define DROP_PORT {DROP_PORT}ULL"]
+    return lines
+
+
+def switch_helpers(g: GenCtx) -> str:
+    layout = g.layout
+    lines = _std_accessors(g)
+    valid = ", ".join("1" if hl.metadata else "0" for hl in layout.headers) or "0"
+    lines.append(f"static const u8 INIT_VALID[NX_NH] = {{{valid}}};")
+    lines.append("static void gen_reset_metadata(pkt_t *p) {")
+    lines += [f"    p->v.f{i} = 0;" for i in layout.metadata_slots()]
+    lines += ["    (void)p;", "}"]
+    lines += ["static void gen_copy_field_list(pkt_t *d, const pkt_t *s, u32 id) {",
+              "    switch (id) {"]
+    for fid, slots in g.program.field_lists.items():
+        lines.append(f"    case {fid}:")
+        lines += [f"        d->v.f{i} = s->v.f{i};" for i in slots]
+        lines.append("        break;")
+    lines += ["    default: (void)d; (void)s; break;", "    }", "}"]
+    lines += ["static void gen_learn(ctx_t *cx, const pkt_t *p, u32 id) {", "    u64 *r;",
+              "    switch (id) {"]
+    for lid, ll in g.program.learn_lists.items():
+        n = len(ll.fields)
+        lines += [f"    case {lid}:",
+                  f"        if (buf_reserve(&cx->dig, {(2 + 2 * n) * 8})) abort();",
+                  "        r = (u64 *)(cx->dig.p + cx->dig.n);",
+                  f"        r[0] = {lid}; r[1] = {n};"]
+        for i, (_, _, idx, _) in enumerate(ll.fields):
+            lines.append(f"        r[{2 + 2 * i}] = (u64)p->v.f{idx}; "
+                         f"r[{3 + 2 * i}] = (u64)((i128)p->v.f{idx} >> 64);")
+        lines += [f"        cx->dig.n += {(2 + 2 * n) * 8};", "        cx->ndig++;", "        break;"]
+    lines += ["    default: (void)cx; (void)p; (void)r; break;", "    }", "}"]
+    return "\n".join(lines)
+
+
+def _emit_header(hl: HeaderLayout) -> list[str]:
+    lines = [f"if (p->valid[{hl.id}]) {{", f"    memset(o, 0, {hl.nbytes});"]
+    for slot in hl.fields:
+        width = slot.width
+        hb = hl.nbits - slot.shift - width
+        last = (hb + width - 1) // 8
+        shift = (last + 1) * 8 - (hb + width)
+        ty = "u64" if width <= 64 else "u128"
+        mask = "" if width in (64, 128) else \
+            f" & (({ty})~({ty})0 >> {(64 if ty == 'u64' else 128) - width})"
+        parts = [f"o[{last}] |= (u8)(v << {shift});" if shift else f"o[{last}] |= (u8)v;"]
+        done, b = 8 - shift, last
+        while done < width:
+            b -= 1
+            parts.append(f"o[{b}] |= (u8)(v >> {done});")
+            done += 8
+        lines.append(f"    {{ {ty} v = ({ty})p->v.f{slot.index}{mask}; {' '.join(parts)} }}")
+    lines += [f"    o += {hl.nbytes};", "}"]
+    return lines
+
+
+def deparser_function(g: GenCtx) -> tuple[str, int]:
+    """``gen_emit`` (the valid headers in the deparser's order) and the most bytes it adds."""
+    deparsers = g.doc.get("deparsers", [])
+    if len(deparsers) != 1:
+        raise NativeUnsupported(f"{len(deparsers)} deparsers")
+    spec = deparsers[0]
+    if spec.get("primitives"):
+        raise NativeUnsupported(f"deparser {spec['name']!r}: primitives")
+    lines = ["static u32 gen_emit(const pkt_t *p, u8 *o) {", "    u8 *start = o;"]
+    total = 0
+    for hname in spec.get("order", []):
+        hl = g.layout.header(hname)
+        if hl.length_index is not None:
+            raise NativeUnsupported(f"deparser: varbit header {hl.name}")
+        for slot in hl.fields:
+            slot_type(slot)
+        lines += ["    " + x for x in _emit_header(hl)]
+        total += hl.nbytes
+    lines += ["    return (u32)(o - start);", "}"]
+    return "\n".join(lines), total

@@ -1,0 +1,402 @@
+"""The native engine's Python face: ctypes over the shared object built for one program.
+
+:class:`NativeEngine` exposes the operations the P4Runtime layer performs on the Python
+engine (table entries and defaults, profile members and groups, counters, registers,
+meters, multicast groups and clone sessions) and the batch packet API. ctypes releases the
+GIL for the duration of every call, so :meth:`NativeEngine.process` runs outside it. State
+changes and ``process`` must not run concurrently: callers hold one lock (as V1Switch's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from array import array
+from collections.abc import Sequence
+from ctypes import (
+    POINTER,
+    c_char_p,
+    c_double,
+    c_int,
+    c_int32,
+    c_int64,
+    c_uint32,
+    c_uint64,
+    c_void_p,
+)
+from typing import Any
+
+from pybmv2.errors import EntryExistsError, EntryNotFoundError, InvalidEntryError, TargetError
+from pybmv2.externs import MeterRates
+from pybmv2.native.build import build
+from pybmv2.native.cpipeline import TableMeta
+from pybmv2.native.cprogram import NativeManifest, generate
+from pybmv2.pre import Replica
+from pybmv2.program import Program
+from pybmv2.tables import ActionCall, IndirectIndex
+
+__all__ = ["Frames", "NativeEngine"]
+
+Frames = list[tuple[int, bytes]]
+M64 = (1 << 64) - 1
+U64P, U32P, I64P, DP = POINTER(c_uint64), POINTER(c_uint32), POINTER(c_int64), POINTER(c_double)
+_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+    "nx_create": (c_void_p, []),
+    "nx_destroy": (None, [c_void_p]),
+    "nx_table_add": (c_int64, [c_void_p, c_int, U64P, U64P, c_int, c_int32, c_uint64, c_int32,
+                               U64P, c_int, c_int, c_uint32]),
+    "nx_table_modify": (c_int, [c_void_p, c_int, c_int64, c_int32, U64P, c_int, c_int, c_uint32]),
+    "nx_table_delete": (c_int, [c_void_p, c_int, c_int64]),
+    "nx_table_set_default": (c_int, [c_void_p, c_int, c_int32, U64P, c_int]),
+    "nx_table_size": (c_int64, [c_void_p, c_int]),
+    "nx_entry_counters": (c_int, [c_void_p, c_int, c_int64, U64P, c_int]),
+    "nx_entry_set_counters": (c_int, [c_void_p, c_int, c_int64, c_uint64, c_uint64]),
+    "nx_entry_meter": (c_int, [c_void_p, c_int, c_int64, c_int, DP]),
+    "nx_table_take": (c_int64, [c_void_p, c_int, I64P, U64P, DP, c_int64]),
+    "nx_member_set": (c_int, [c_void_p, c_int, c_uint32, c_int32, U64P, c_int]),
+    "nx_member_delete": (c_int, [c_void_p, c_int, c_uint32]),
+    "nx_group_set": (c_int, [c_void_p, c_int, c_uint32, U32P, c_uint32]),
+    "nx_group_delete": (c_int, [c_void_p, c_int, c_uint32]),
+    "nx_counter_read": (c_int, [c_void_p, c_int, c_uint64, U64P, c_int]),
+    "nx_counter_write": (c_int, [c_void_p, c_int, c_uint64, c_uint64, c_uint64]),
+    "nx_counter_take": (c_int64, [c_void_p, c_int, U32P, U64P, c_int64]),
+    "nx_register_read": (c_int, [c_void_p, c_int, c_uint64, U64P]),
+    "nx_register_write": (c_int, [c_void_p, c_int, c_uint64, c_uint64, c_uint64]),
+    "nx_register_take": (c_int64, [c_void_p, c_int, U32P, U64P, c_int64]),
+    "nx_meter_set": (c_int, [c_void_p, c_int, c_uint64, c_int, DP]),
+    "nx_meter_take": (c_int64, [c_void_p, c_int, U32P, DP, c_int64]),
+    "nx_mgrp_set": (c_int, [c_void_p, c_uint32, U32P, U32P, c_uint32]),
+    "nx_mgrp_delete": (c_int, [c_void_p, c_uint32]),
+    "nx_session_set": (c_int, [c_void_p, c_uint32, U32P, U32P, c_uint32, c_int64]),
+    "nx_session_delete": (c_int, [c_void_p, c_uint32]),
+    "nx_process": (c_int64, [c_void_p, c_char_p, c_void_p, c_void_p, c_uint32, c_uint64]),
+    "nx_outputs": (c_uint32, [c_void_p, POINTER(c_void_p), POINTER(c_void_p), POINTER(c_void_p),
+                              POINTER(c_void_p)]),
+    "nx_digests": (c_uint32, [c_void_p, POINTER(c_void_p), U64P]),
+    "nx_algo": (c_uint64, [c_char_p, c_char_p, c_uint64]),
+}
+
+
+def load_library(path: str) -> ctypes.CDLL:
+    lib = ctypes.CDLL(path)
+    for name, (res, args) in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+    return lib
+
+
+def _check(rc: int, what: str) -> int:
+    if rc >= 0:
+        return rc
+    if rc == -1:
+        raise EntryExistsError(f"{what}: entry already exists")
+    if rc == -2:
+        raise EntryNotFoundError(f"{what}: no such entry")
+    if rc == -4:
+        raise MemoryError(f"{what}: out of memory in the native engine")
+    raise InvalidEntryError(f"{what}: invalid argument")
+
+
+def _words(values: Sequence[int]) -> Any:
+    return (c_uint64 * max(len(values), 1))(*values)
+
+
+def _split(value: int, nwords: int) -> list[int]:
+    return [value & M64] if nwords == 1 else [value & M64, (value >> 64) & M64]
+
+
+def _meter_cfg(rates: MeterRates | None, tokens: Sequence[float] | None) -> Any:
+    if rates is None:
+        return (c_double * 7)()
+    p, c, t = tokens if tokens is not None else (float(rates.pburst), float(rates.cburst), 0.0)
+    return (c_double * 7)(rates.cir, rates.cburst, rates.pir, rates.pburst, p, c, t)
+
+
+class NativeEngine:
+    """One program compiled to C and one engine running it.
+
+    Examples
+    --------
+    >>> from controller.p4build import pipeline_files
+    >>> engine = NativeEngine(Program.from_file(pipeline_files("rail_switch").json))
+    >>> engine.process([(1, bytes(14))])   # nothing routes yet: dropped
+    []
+    >>> engine.close()
+    """
+
+    def __init__(self, program: Program) -> None:
+        source, manifest = generate(program)
+        self.program = program
+        self.manifest: NativeManifest = manifest
+        self.path = build(source)
+        self._lib = load_library(str(self.path))
+        self._ctx = self._lib.nx_create()
+        if not self._ctx:
+            raise MemoryError("the native engine could not allocate its context")
+        self._tables = {m.name: m for m in manifest.tables}
+        self._digests: list[tuple[int, tuple[int, ...]]] = []
+        # out-parameters of nx_outputs and nx_digests
+        self._buf, self._ports, self._offs, self._lens = c_void_p(), c_void_p(), c_void_p(), \
+            c_void_p()
+        self._dig, self._nwords = c_void_p(), c_uint64()
+
+    def close(self) -> None:
+        if self._ctx:
+            self._lib.nx_destroy(self._ctx)
+            self._ctx = None
+
+    def __enter__(self) -> NativeEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # at interpreter shutdown
+            self.close()
+
+    # -- tables ---------------------------------------------------------------------------
+
+    def table(self, name: str) -> TableMeta:
+        try:
+            return self._tables[name]
+        except KeyError:
+            raise TargetError(f"no table named {name!r} in the native engine") from None
+
+    def _args(self, call: ActionCall) -> tuple[Any, int]:
+        layout = self.manifest.action_args.get(call.action_id, [])
+        words = [0] * self.manifest.max_argw
+        for (word, width), value in zip(layout, call.args, strict=False):
+            for i, w in enumerate(_split(value, 1 if width <= 64 else 2)):
+                words[word + i] = w
+        return _words(words), len(words)
+
+    def _key(self, meta: TableMeta, key: Sequence[Any]) -> tuple[Any, Any, int]:
+        a, b = [0] * max(meta.nwords, 1), [0] * max(meta.nwords, 1)
+        plen = 0
+        for (kind, width, word, n), part in zip(meta.fields, key, strict=True):
+            if kind in ("exact", "valid"):
+                va, vb = part, 0
+            elif kind == "lpm":
+                va, plen = part
+                full = (1 << width) - 1
+                vb = full ^ ((1 << (width - plen)) - 1)
+            else:  # ternary, optional: (value, mask); range: (low, high)
+                va, vb = part
+            a[word:word + n] = _split(va, n)
+            b[word:word + n] = _split(vb, n)
+        return _words(a), _words(b), plen
+
+    @staticmethod
+    def _indirect(index: IndirectIndex | None) -> tuple[int, int]:
+        if index is None:
+            return 0, 0
+        return (2 if index.is_group else 1), index.handle
+
+    def table_add(self, table: str, key: Sequence[Any], priority: int, action: ActionCall, *,
+                  seq: int = 0, indirect: IndirectIndex | None = None) -> int:
+        """Add an entry (keys as :mod:`pybmv2.tables` writes them); its engine id.
+
+        Among entries of equal priority, the lower ``seq`` wins (the Python engine's
+        insertion order)."""
+        meta = self.table(table)
+        a, b, plen = self._key(meta, key)
+        args, nargs = self._args(action)
+        kind, handle = self._indirect(indirect)
+        rc = self._lib.nx_table_add(self._ctx, meta.tid, a, b, plen, priority, seq,
+                                    action.action_id, args, nargs, kind, handle)
+        return _check(rc, f"table {table!r}")
+
+    def table_modify(self, table: str, eid: int, action: ActionCall,
+                     indirect: IndirectIndex | None = None) -> None:
+        args, nargs = self._args(action)
+        kind, handle = self._indirect(indirect)
+        _check(self._lib.nx_table_modify(self._ctx, self.table(table).tid, eid, action.action_id,
+                                         args, nargs, kind, handle), f"table {table!r}")
+
+    def table_delete(self, table: str, eid: int) -> None:
+        _check(self._lib.nx_table_delete(self._ctx, self.table(table).tid, eid),
+               f"table {table!r}")
+
+    def table_set_default(self, table: str, action: ActionCall) -> None:
+        args, nargs = self._args(action)
+        _check(self._lib.nx_table_set_default(self._ctx, self.table(table).tid, action.action_id,
+                                              args, nargs), f"table {table!r}")
+
+    def table_size(self, table: str) -> int:
+        return self._lib.nx_table_size(self._ctx, self.table(table).tid)
+
+    def entry_counters(self, table: str, eid: int, *, reset: bool = False) -> tuple[int, int]:
+        out = (c_uint64 * 2)()
+        _check(self._lib.nx_entry_counters(self._ctx, self.table(table).tid, eid, out, reset),
+               f"table {table!r}")
+        return out[0], out[1]
+
+    def entry_set_counters(self, table: str, eid: int, packets: int, nbytes: int) -> None:
+        _check(self._lib.nx_entry_set_counters(self._ctx, self.table(table).tid, eid, packets,
+                                               nbytes), f"table {table!r}")
+
+    def entry_meter(self, table: str, eid: int, rates: MeterRates | None,
+                    tokens: Sequence[float] | None = None) -> None:
+        """Configure an entry's direct meter (None: unconfigured, always green)."""
+        _check(self._lib.nx_entry_meter(self._ctx, self.table(table).tid, eid,
+                                        rates is not None, _meter_cfg(rates, tokens)),
+               f"table {table!r}")
+
+    def table_take(self, table: str) -> list[tuple[int, int, int, tuple[float, float, float]]]:
+        """The entries packets hit since the last call: (id, packets, bytes, meter state);
+        their counters restart from zero."""
+        meta = self.table(table)
+        cap = max(self._lib.nx_table_size(self._ctx, meta.tid), 1)
+        eids, counts, meters = (c_int64 * cap)(), (c_uint64 * (2 * cap))(), (c_double * (3 * cap))()
+        n = self._lib.nx_table_take(self._ctx, meta.tid, eids, counts, meters, cap)
+        return [(eids[i], counts[2 * i], counts[2 * i + 1],
+                 (meters[3 * i], meters[3 * i + 1], meters[3 * i + 2])) for i in range(n)]
+
+    # -- action profiles --------------------------------------------------------------------
+
+    def profile(self, pipeline: str, name: str) -> int:
+        try:
+            return self.manifest.profiles[(pipeline, name)]
+        except KeyError:
+            raise TargetError(f"no action profile {name!r} in {pipeline}") from None
+
+    def member_set(self, profile: int, handle: int, action: ActionCall) -> None:
+        args, nargs = self._args(action)
+        _check(self._lib.nx_member_set(self._ctx, profile, handle, action.action_id, args, nargs),
+               "action profile member")
+
+    def member_delete(self, profile: int, handle: int) -> None:
+        _check(self._lib.nx_member_delete(self._ctx, profile, handle), "action profile member")
+
+    def group_set(self, profile: int, handle: int, members: Sequence[int]) -> None:
+        arr = (c_uint32 * max(len(members), 1))(*sorted(members))
+        _check(self._lib.nx_group_set(self._ctx, profile, handle, arr, len(members)),
+               "action profile group")
+
+    def group_delete(self, profile: int, handle: int) -> None:
+        _check(self._lib.nx_group_delete(self._ctx, profile, handle), "action profile group")
+
+    # -- counters, registers, meters ----------------------------------------------------------
+
+    def counter_read(self, name: str, index: int, *, reset: bool = False) -> tuple[int, int]:
+        out = (c_uint64 * 2)()
+        _check(self._lib.nx_counter_read(self._ctx, self.manifest.counters[name], index, out,
+                                         reset), f"counter {name!r}[{index}]")
+        return out[0], out[1]
+
+    def counter_write(self, name: str, index: int, packets: int, nbytes: int) -> None:
+        _check(self._lib.nx_counter_write(self._ctx, self.manifest.counters[name], index,
+                                          packets, nbytes), f"counter {name!r}[{index}]")
+
+    def counter_take(self, name: str, size: int) -> list[tuple[int, int, int]]:
+        """The cells counted since the last call: (index, packets, bytes), then zeroed."""
+        cap = max(size, 1)
+        idx, counts = (c_uint32 * cap)(), (c_uint64 * (2 * cap))()
+        n = self._lib.nx_counter_take(self._ctx, self.manifest.counters[name], idx, counts, cap)
+        return [(idx[i], counts[2 * i], counts[2 * i + 1]) for i in range(n)]
+
+    def register_read(self, name: str, index: int) -> int:
+        out = (c_uint64 * 2)()
+        _check(self._lib.nx_register_read(self._ctx, self.manifest.registers[name][0], index,
+                                          out), f"register {name!r}[{index}]")
+        return out[0] | (out[1] << 64)
+
+    def register_write(self, name: str, index: int, value: int) -> None:
+        _check(self._lib.nx_register_write(self._ctx, self.manifest.registers[name][0], index,
+                                           value & M64, (value >> 64) & M64),
+               f"register {name!r}[{index}]")
+
+    def register_take(self, name: str, size: int) -> list[tuple[int, int]]:
+        """The cells written since the last call: (index, value)."""
+        cap = max(size, 1)
+        idx, vals = (c_uint32 * cap)(), (c_uint64 * (2 * cap))()
+        n = self._lib.nx_register_take(self._ctx, self.manifest.registers[name][0], idx, vals, cap)
+        return [(idx[i], vals[2 * i] | (vals[2 * i + 1] << 64)) for i in range(n)]
+
+    def meter_set(self, name: str, index: int, rates: MeterRates | None,
+                  tokens: Sequence[float] | None = None) -> None:
+        _check(self._lib.nx_meter_set(self._ctx, self.manifest.meters[name], index,
+                                      rates is not None, _meter_cfg(rates, tokens)),
+               f"meter {name!r}[{index}]")
+
+    def meter_take(self, name: str, size: int) -> list[tuple[int, tuple[float, float, float]]]:
+        """The meters executed since the last call: (index, (peak, committed, last))."""
+        cap = max(size, 1)
+        idx, st = (c_uint32 * cap)(), (c_double * (3 * cap))()
+        n = self._lib.nx_meter_take(self._ctx, self.manifest.meters[name], idx, st, cap)
+        return [(idx[i], (st[3 * i], st[3 * i + 1], st[3 * i + 2])) for i in range(n)]
+
+    # -- the packet replication engine -----------------------------------------------------------
+
+    @staticmethod
+    def _replicas(replicas: Sequence[Replica]) -> tuple[Any, Any, int]:
+        n = len(replicas)
+        ports = (c_uint32 * max(n, 1))(*(r.egress_port for r in replicas))
+        rids = (c_uint32 * max(n, 1))(*(r.rid for r in replicas))
+        return ports, rids, n
+
+    def mgrp_set(self, mgid: int, replicas: Sequence[Replica]) -> None:
+        _check(self._lib.nx_mgrp_set(self._ctx, mgid, *self._replicas(replicas)),
+               f"multicast group {mgid}")
+
+    def mgrp_delete(self, mgid: int) -> None:
+        _check(self._lib.nx_mgrp_delete(self._ctx, mgid), f"multicast group {mgid}")
+
+    def session_set(self, sid: int, replicas: Sequence[Replica], truncate: int = 0) -> None:
+        _check(self._lib.nx_session_set(self._ctx, sid, *self._replicas(replicas), truncate),
+               f"clone session {sid}")
+
+    def session_delete(self, sid: int) -> None:
+        _check(self._lib.nx_session_delete(self._ctx, sid), f"clone session {sid}")
+
+    # -- packets ------------------------------------------------------------------------------
+
+    def process(self, frames: Sequence[tuple[int, bytes]], now_us: int = 0) -> Frames:
+        """Run a batch through the switch: every (port, frame) it emits, in order.
+
+        ``now_us`` is the global timestamp every packet of the batch sees. Digests the batch
+        produced are kept for :meth:`take_digests`.
+        """
+        n = len(frames)
+        if n == 0:
+            return []
+        data = b"".join([f for _, f in frames])
+        lens = array("I", [len(f) for _, f in frames])
+        ports = array("I", [p for p, _ in frames])
+        lib, ctx = self._lib, self._ctx
+        nout = lib.nx_process(ctx, data, lens.buffer_info()[0], ports.buffer_info()[0], n, now_us)
+        if lib.nx_digests(ctx, ctypes.byref(self._dig), ctypes.byref(self._nwords)):
+            self._collect_digests()
+        if nout == 0:
+            return []
+        lib.nx_outputs(ctx, ctypes.byref(self._buf), ctypes.byref(self._ports),
+                       ctypes.byref(self._offs), ctypes.byref(self._lens))
+        offs = memoryview(ctypes.string_at(self._offs, 4 * nout)).cast("I").tolist()
+        lns = memoryview(ctypes.string_at(self._lens, 4 * nout)).cast("I").tolist()
+        oports = memoryview(ctypes.string_at(self._ports, 8 * nout)).cast("Q").tolist()
+        blob = ctypes.string_at(self._buf, offs[-1] + lns[-1])
+        return [(p, blob[o:o + ln]) for p, o, ln in zip(oports, offs, lns, strict=True)]
+
+    def _collect_digests(self) -> None:
+        raw = ctypes.string_at(self._dig, 8 * self._nwords.value)
+        words = memoryview(raw).cast("Q").tolist()
+        at = 0
+        while at < len(words):
+            lid, n = words[at], words[at + 1]
+            signed = self.manifest.learn_signed.get(lid, ())
+            values = []
+            for i in range(n):
+                v = words[at + 2 + 2 * i] | (words[at + 3 + 2 * i] << 64)
+                if (signed[i] if i < len(signed) else False) and v >> 127:
+                    v -= 1 << 128
+                values.append(v)
+            self._digests.append((lid, tuple(values)))
+            at += 2 + 2 * n
+
+    def take_digests(self) -> list[tuple[int, tuple[int, ...]]]:
+        """The (learn list id, field values) of every digest since the last call."""
+        out, self._digests = self._digests, []
+        return out
+

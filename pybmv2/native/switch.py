@@ -1,0 +1,130 @@
+"""A V1Switch whose packet path runs in the native engine, and the engine choice.
+
+:class:`NativeSwitch` keeps everything a :class:`~pybmv2.switch.V1Switch` has (the
+P4Runtime layer drives it unchanged) and runs :meth:`process` through a
+:class:`~pybmv2.native.engine.NativeEngine` kept in step by an
+:class:`~pybmv2.native.mirror.EngineMirror`. ``engine="auto"`` runs a program the native
+engine cannot (or no C compiler) on the Python engine, logging why; ``"native"`` refuses
+it; ``"python"`` never builds anything.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from pybmv2.native.build import compiler
+from pybmv2.native.cprogram import native_support
+from pybmv2.native.engine import NativeEngine
+from pybmv2.native.errors import NativeBuildError, NativeUnsupported
+from pybmv2.native.mirror import EngineMirror
+from pybmv2.program import Program
+from pybmv2.switch import DigestSample, V1Switch
+
+__all__ = ["ENGINES", "NativeSwitch", "engine_for"]
+
+log = logging.getLogger(__name__)
+
+ENGINES = ("auto", "native", "python")
+
+
+def engine_for(program: Program, mode: str) -> tuple[NativeEngine | None, str | None]:
+    """The native engine for ``program`` under ``mode``, or None and why not.
+
+    ``mode="native"`` raises :class:`NativeUnsupported` or :class:`NativeBuildError`
+    instead of returning None.
+    """
+    if mode not in ENGINES:
+        raise ValueError(f"unknown engine {mode!r}: choose one of {ENGINES}")
+    if mode == "python":
+        return None, "the Python engine was asked for"
+    reason = None
+    if compiler() is None:
+        reason = "no C compiler (install gcc or set CC)"
+    else:
+        reason = native_support(program)
+    if reason is not None:
+        if mode == "native":
+            raise NativeUnsupported(f"the native engine cannot run this program: {reason}")
+        return None, reason
+    try:
+        return NativeEngine(program), None
+    except NativeBuildError as exc:
+        if mode == "native":
+            raise
+        return None, str(exc)
+
+
+class NativeSwitch(V1Switch):
+    """A V1Switch that processes packets in the native engine where it can.
+
+    Examples
+    --------
+    >>> from controller.p4build import pipeline_files
+    >>> sw = NativeSwitch(Program.from_file(pipeline_files("rail_switch").json), engine="native")
+    >>> sw.engine_name, sw.process(1, bytes(14))   # no route installed: dropped
+    ('native', [])
+    >>> sw.close()
+    """
+
+    def __init__(self, program: Program | None, *, cpu_port: int | None = None,
+                 engine: str = "auto") -> None:
+        if engine not in ENGINES:
+            raise ValueError(f"unknown engine {engine!r}: choose one of {ENGINES}")
+        self.engine_mode = engine
+        self.native: NativeEngine | None = None
+        self.mirror: EngineMirror | None = None
+        #: why the loaded program runs on the Python engine (None when it runs natively)
+        self.fallback_reason: str | None = None
+        super().__init__(program, cpu_port=cpu_port)
+
+    @property
+    def engine_name(self) -> str:
+        return "native" if self.native is not None else "python"
+
+    def load(self, program: Program) -> None:
+        with self.lock:
+            native, reason = engine_for(program, self.engine_mode)
+            super().load(program)
+            self.close()
+            self.native, self.fallback_reason = native, reason
+            self.mirror = EngineMirror(native, program, self.pre) if native is not None else None
+            if native is None and self.engine_mode == "auto":
+                log.info("running the program on the Python engine: %s", reason)
+
+    def close(self) -> None:
+        """Free the native engine (the switch then runs on the Python engine)."""
+        with self.lock:
+            if self.native is not None:
+                self.native.close()
+            self.native = self.mirror = None
+
+    def sync(self) -> None:
+        """Apply the Python state (entries, PRE, externs) to the engine now."""
+        with self.lock:
+            if self.mirror is not None:
+                self.mirror.push()
+
+    def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        return self.process_batch([(port, frame)])
+
+    def process_batch(self, frames: Sequence[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+        """Run frames through the switch in order; every (port, frame) they emit.
+
+        With tracing on, or without a native engine, the Python engine runs them."""
+        with self.lock:
+            if self.native is None or self.mirror is None or self._trace is not None:
+                out: list[tuple[int, bytes]] = []
+                for port, frame in frames:
+                    out += super().process(port, frame)
+                return out
+            self.mirror.push()
+            out = self.native.process(frames, self.now_us())
+            self.mirror.pull()
+            digests = self.native.take_digests()
+        if digests and self.on_digest is not None and self.program is not None:
+            for lid, values in digests:
+                ll = self.program.learn_lists.get(lid)
+                if ll is not None:
+                    self.on_digest(DigestSample(ll.id, ll.name, values))
+        return out
