@@ -45,6 +45,24 @@ def main(argv: list[str]) -> int:
     inproc = forwarding.inprocess_rate(secs)
     rows.append(_row("in-process forwarding, rail_switch, 1k LPM routes", "packets/s",
                      inproc["packets_per_s"], None, ">= 20,000"))
+    from pybmv2.native.build import compiler
+
+    if compiler() is not None:
+        print("[bench] native engine: batch API and build times ...", flush=True)
+        from bench import native_bench
+
+        nat = native_bench.batch_rate(secs)
+        rows.append(_row("native engine, batch API, rail_switch, 1k LPM routes", "packets/s",
+                         nat["packets_per_s"], None, ">= 1,000,000"))
+        rows.append(_row("native engine / Python engine, in process", "x",
+                         nat["packets_per_s"] / inproc["packets_per_s"], None, "report"))
+        bt = native_bench.build_times()
+        rows.append(_row("native engine for rail_switch: C compiler run (cold cache)", "s",
+                         bt["cold_s"], None, "report"))
+        rows.append(_row("native engine for rail_switch: from the cache (warm)", "s",
+                         bt["warm_s"], None, "report"))
+    else:
+        print("[bench] native engine figures skipped: no C compiler")
     if root:
         print("[bench] veth baseline ...", flush=True)
         base = forwarding.veth_baseline(500 if args.quick else 2000)
