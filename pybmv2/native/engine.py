@@ -116,11 +116,18 @@ def _meter_cfg(rates: MeterRates | None, tokens: Sequence[float] | None) -> Any:
 class NativeEngine:
     """One program compiled to C and one engine running it.
 
+    The engine starts empty: :class:`~pybmv2.native.mirror.EngineMirror` applies a
+    Program's defaults and const entries (and whatever P4Runtime wrote since).
+
     Examples
     --------
     >>> from controller.p4build import pipeline_files
-    >>> engine = NativeEngine(Program.from_file(pipeline_files("rail_switch").json))
-    >>> engine.process([(1, bytes(14))])   # nothing routes yet: dropped
+    >>> from pybmv2.native.mirror import EngineMirror
+    >>> from pybmv2.pre import ReplicationEngine
+    >>> program = Program.from_file(pipeline_files("rail_switch").json)
+    >>> engine = NativeEngine(program)
+    >>> EngineMirror(engine, program, ReplicationEngine()).push()
+    >>> engine.process([(1, bytes(14))])   # not IPv4: dropped
     []
     >>> engine.close()
     """
@@ -180,10 +187,17 @@ class NativeEngine:
                 va, vb = part, 0
             elif kind == "lpm":
                 va, plen = part
+                if not 0 <= plen <= width:
+                    raise InvalidEntryError(f"table {meta.name!r}: prefix length {plen} of a "
+                                            f"{width}-bit field")
                 full = (1 << width) - 1
                 vb = full ^ ((1 << (width - plen)) - 1)
             else:  # ternary, optional: (value, mask); range: (low, high)
                 va, vb = part
+            for v in (va, vb):
+                if not 0 <= v < 1 << width:
+                    raise InvalidEntryError(f"table {meta.name!r}: value {v:#x} does not fit "
+                                            f"a {width}-bit key field")
             a[word:word + n] = _split(va, n)
             b[word:word + n] = _split(vb, n)
         return _words(a), _words(b), plen
