@@ -8,12 +8,12 @@ from pybmv2.layout import PhvLayout
 from pybmv2.native.ccalc import calc_call
 from pybmv2.native.cctx import GenCtx, index_code
 from pybmv2.native.cexpr import ExprGen
-from pybmv2.native.cphv import HeaderRef, header_slots, store_field, store_raw
+from pybmv2.native.cphv import HeaderRef, header_slots, slot_type, store_field, store_raw
 from pybmv2.native.cvalues import Val, cast, ctype_for
 from pybmv2.native.errors import NativeUnsupported
 from pybmv2.program import DROP_PORT
 
-__all__ = ["action_functions", "primitive"]
+__all__ = ["action_functions", "assign_varbit", "primitive"]
 
 MIRROR_VALID = 1 << 15
 
@@ -53,6 +53,26 @@ def _assign(g: GenCtx, eg: ExprGen, dst: dict[str, Any], src: dict[str, Any] | V
     return [store_field(slot, v)]
 
 
+def _varbit_ref(g: GenCtx, operand: dict[str, Any]) -> tuple[int, int, str]:
+    if operand.get("type") != "field":
+        raise NativeUnsupported(f"assign_VL of operand {operand}")
+    slot = g.layout.field(*operand["value"])
+    length = g.layout.header(slot.header).length_index
+    if not slot.varbit or length is None:
+        raise NativeUnsupported(f"assign_VL: {slot.header}.{slot.name} is not a varbit field")
+    return slot.index, length, slot_type(slot)
+
+
+def assign_varbit(g: GenCtx, dst: dict[str, Any], src: dict[str, Any]) -> list[str]:
+    """assign_VL: a varbit's value and current length (validity unchanged)."""
+    d, d_len, d_ty = _varbit_ref(g, dst)
+    r, r_len, r_ty = _varbit_ref(g, src)
+    if d_ty != r_ty:
+        raise NativeUnsupported(f"assign_VL between varbit fields of different maxima "
+                                f"({d_ty}, {r_ty})")
+    return [f"p->v.f{d} = p->v.f{r};", f"p->v.f{d_len} = p->v.f{r_len};"]
+
+
 def _stack_shift(g: GenCtx, eg: ExprGen, op: str, params: list[dict[str, Any]]) -> list[str]:
     stack = g.layout.stack(params[0]["value"])
     count = eg.exact(params[1])
@@ -90,18 +110,20 @@ def primitive(g: GenCtx, eg: ExprGen, prim: dict[str, Any]) -> list[str]:
 
         def change(hid: int) -> list[str]:
             hl = layout.headers[hid]
-            if hl.length_index is not None:
-                raise NativeUnsupported(f"{op} of varbit header {hl.name}")
+            size = str(hl.nbytes) if hl.length_index is None else \
+                f"(i64)(({hl.nbits} + p->v.f{hl.length_index}) / 8)"  # a varbit's current size
             if op == "remove_header":
-                return [f"if (p->valid[{hid}]) {{ p->pkt_len -= {hl.nbytes}; "
-                        f"p->valid[{hid}] = 0; }}"]
-            zero = [f"p->v.f{s.index} = 0;" for s in hl.fields] if op == "add_header" else []
-            grow = [f"p->pkt_len += {hl.nbytes};"] if op == "add_header" else []
+                return [f"if (p->valid[{hid}]) {{ p->pkt_len -= {size}; p->valid[{hid}] = 0; }}"]
+            zero = [f"memset(&p->v.f{s.index}, 0, sizeof p->v.f{s.index});" if s.varbit else
+                    f"p->v.f{s.index} = 0;" for s in hl.fields] if op == "add_header" else []
+            grow = [f"p->pkt_len += {size};"] if op == "add_header" else []
             return [f"if (!p->valid[{hid}]) {{", *zero, *grow, f"p->valid[{hid}] = 1;", "}"]
 
         return _per_header(ref, change)
     if op in ("push", "pop"):
         return _stack_shift(g, eg, op, params)
+    if op == "assign_VL":
+        return assign_varbit(g, params[0], params[1])
     if op in ("mark_to_drop", "drop"):
         egress_spec, mcast = g.std("egress_spec"), g.std("mcast_grp")
         if egress_spec is None:

@@ -42,9 +42,12 @@ def calc_function(g: GenCtx, key: str, spec: dict[str, Any]) -> tuple[str, int]:
 
     def put_field(hid: int, slot: Any) -> None:
         nonlocal fixed_bits
-        if slot.varbit:
-            raise NativeUnsupported(f"calculation {spec.get('name')!r}: varbit input "
-                                    f"{slot.header}.{slot.name}")
+        if slot.varbit:  # its current length's worth of bits (whole bytes)
+            length = layout.headers[hid].length_index
+            puts.append(f"    if (p->valid[{hid}]) for (u64 i = 0; i < p->v.f{length} / 8; i++) "
+                        f"bw_put(&w, p->v.f{slot.index}.b[i], 8);")
+            fixed_bits += slot.width
+            return
         v = field_val(slot)
         puts.append(f"    if (p->valid[{hid}]) bw_put(&w, (u128)({v.code}), {slot.width});")
         fixed_bits += slot.width

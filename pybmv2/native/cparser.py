@@ -10,24 +10,25 @@ from typing import Any
 
 from pybmv2.expressions import parse_hexstr
 from pybmv2.layout import HeaderLayout
-from pybmv2.native.cactions import primitive
+from pybmv2.native.cactions import assign_varbit, primitive
 from pybmv2.native.cctx import GenCtx
 from pybmv2.native.cexpr import ExprGen
-from pybmv2.native.cphv import field_val, store_field
+from pybmv2.native.cphv import field_val, store_field, varbit_start
 from pybmv2.native.cvalues import Val, cast, const, ctype_for, literal, uint_for
 from pybmv2.native.errors import NativeUnsupported
 
 __all__ = ["extract_code", "parser_function"]
 
 
-def _field_bits(slot: Any, header: HeaderLayout) -> str:
-    """C reading one field of a header whose bytes start at ``d``."""
+def _field_bits(slot: Any, header: HeaderLayout, d: str = "d") -> str:
+    """C reading one field of a header whose bytes start at ``d`` (for the fields after a
+    varbit field, where they would start without it)."""
     hb = header.nbits - slot.shift - slot.width  # the field's first bit in the header
     first, last = hb // 8, (hb + slot.width - 1) // 8
     if last - first + 1 > 8:
-        raw = f"rd_bits(d, {hb}, {slot.width})"
+        raw = f"rd_bits({d}, {hb}, {slot.width})"
         return raw if slot.width > 64 else f"((u64){raw})"
-    acc = " | ".join(f"((u64)d[{b}] << {8 * (last - b)})" if last > b else f"(u64)d[{b}]"
+    acc = " | ".join(f"((u64){d}[{b}] << {8 * (last - b)})" if last > b else f"(u64){d}[{b}]"
                      for b in range(first, last + 1))
     shift = (last + 1) * 8 - (hb + slot.width)
     code = f"({acc})" if shift == 0 else f"(({acc}) >> {shift})"
@@ -51,6 +52,38 @@ def extract_code(header: HeaderLayout, too_short: int) -> list[str]:
         else:
             lines.append(f"    p->v.f{slot.index} = {bits};")
     lines += [f"    p->valid[{header.id}] = 1;", f"    p->offset += {n};", "}"]
+    return lines
+
+
+def extract_vl_code(g: GenCtx, header: HeaderLayout, length: Val) -> list[str]:
+    """BMv2's extract_VL: ``length`` is the varbit's size in bits (a C int), a multiple of 8;
+    ParserInvalidArgument, PacketTooShort and HeaderTooShort in BMv2's order."""
+    vb = header.varbit
+    if vb is None or header.length_index is None:
+        raise NativeUnsupported(f"extract_VL of header {header.name} without a varbit field")
+    start = varbit_start(header)
+    fixed = header.nbytes
+    most = (header.nbits + vb.width) // 8
+    invalid = g.error_code("ParserInvalidArgument", 6)
+    short = g.error_code("PacketTooShort", 1)
+    too_long = g.error_code("HeaderTooShort", 4)
+    pos = [s.index for s in header.fields].index(vb.index)
+    lines = ["{",
+             f"    i64 nb = (i64)(i32)(u32)({cast(length, 'u64')} & 0xFFFFFFFFULL);",
+             f"    if (nb % 8) {{ p->error = {invalid}; return; }}",
+             f"    if (nb < 0 || (u64)p->offset + {fixed} + (u64)(nb / 8) > p->len) "
+             f"{{ p->error = {short}; return; }}",
+             f"    if ({fixed} + nb / 8 > {most}) {{ p->error = {too_long}; return; }}",
+             "    const u8 *d = p->data + p->offset, *d2 = d + nb / 8;",
+             "    (void)d2;"]
+    for i, slot in enumerate(header.fields):
+        if slot.varbit:
+            lines += [f"    memset(&p->v.f{slot.index}, 0, sizeof p->v.f{slot.index});",
+                      f"    memcpy(p->v.f{slot.index}.b, d + {start}, (size_t)(nb / 8));"]
+        else:
+            lines.append(f"    p->v.f{slot.index} = {_field_bits(slot, header, 'd2' if i > pos else 'd')};")
+    lines += [f"    p->v.f{header.length_index} = (u64)nb;", f"    p->valid[{header.id}] = 1;",
+              f"    p->offset += (u32)({fixed} + nb / 8);", "}"]
     return lines
 
 
@@ -93,11 +126,19 @@ class _ParserGen:
                     lines += [f"case {i}:", *("    " + x for x in body), "    break;"]
                 return [*lines, "}", f"{sn} += 1;"]
             raise NativeUnsupported(f"extract of {p['type']!r}")
+        if kind == "extract_VL":
+            p = params[0]
+            if p["type"] != "regular":
+                raise NativeUnsupported(f"extract_VL of {p['type']!r}")
+            return extract_vl_code(self.g, layout.header(p["value"]),
+                                   self.eg.modular(params[1], 32))
         if kind == "set":
             dst = params[0]
             if dst.get("type") != "field":
                 raise NativeUnsupported(f"parser set of {dst.get('type')!r}")
             slot = layout.field(*dst["value"])
+            if slot.varbit:
+                return assign_varbit(self.g, dst, params[1])
             checks: list[str] = []
             src = params[1]
             if src.get("type") == "lookahead":

@@ -13,13 +13,20 @@ from pybmv2.layout import FieldSlot, HeaderLayout, PhvLayout
 from pybmv2.native.cvalues import Val, cast, literal, uint_for
 from pybmv2.native.errors import NativeUnsupported
 
-__all__ = ["HeaderRef", "field_val", "phv_struct", "slot_type", "store_field", "store_raw"]
+__all__ = ["HeaderRef", "field_val", "phv_struct", "slot_type", "store_field", "store_raw",
+           "varbit_bytes", "varbit_start"]
+
+
+def varbit_bytes(slot: FieldSlot) -> int:
+    """Bytes a varbit field's value can take (its maximum width)."""
+    return (slot.width + 7) // 8
 
 
 def slot_type(slot: FieldSlot) -> str:
-    """The C type of a field slot."""
+    """The C type of a field slot; a varbit field's value is its bytes as on the wire
+    (``vb<N>_t``), its current length in bits the header's length slot."""
     if slot.varbit:
-        raise NativeUnsupported(f"varbit field {slot.header}.{slot.name}")
+        return f"vb{varbit_bytes(slot)}_t"
     if slot.width > 128:
         raise NativeUnsupported(f"field {slot.header}.{slot.name} of {slot.width} bits "
                                 "(at most 128 are supported)")
@@ -30,6 +37,8 @@ def slot_type(slot: FieldSlot) -> str:
 
 def field_val(slot: FieldSlot, pkt: str = "p") -> Val:
     """Reading a field: its value range follows its width and sign."""
+    if slot.varbit:
+        raise NativeUnsupported(f"varbit field {slot.header}.{slot.name} in an expression")
     ty = slot_type(slot)
     if slot.signed:
         lo, hi = -(1 << (slot.width - 1)), (1 << (slot.width - 1)) - 1
@@ -49,6 +58,8 @@ def _sext(code: str, width: int) -> str:
 
 def store_field(slot: FieldSlot, v: Val, pkt: str = "p") -> str:
     """``field_writer``: the low ``width`` bits of ``v`` (sign-extended for signed fields)."""
+    if slot.varbit:
+        raise NativeUnsupported(f"assignment of a value to varbit field {slot.header}.{slot.name}")
     ty = slot_type(slot)
     u = uint_for(slot.width)
     bits = cast(v, u)
@@ -84,6 +95,19 @@ class HeaderRef:
         return [(f"({self.sel}) == {i}", h) for i, h in enumerate(self.ids)]
 
 
+def varbit_start(header: HeaderLayout) -> int:
+    """The byte where a header's varbit field starts (the fields before it are fixed)."""
+    vb = header.varbit
+    assert vb is not None
+    start = header.nbits - vb.shift
+    if start % 8:
+        raise NativeUnsupported(f"header {header.name}: a varbit field {start} bits in, not on "
+                                "a byte boundary")
+    if any(s.signed for s in header.fields):
+        raise NativeUnsupported(f"header {header.name}: signed fields next to a varbit")
+    return start // 8
+
+
 def header_slots(header: HeaderLayout) -> range:
     """The slot indices of a header (its fields and a varbit's length slot)."""
     first = header.first_index
@@ -99,7 +123,9 @@ def phv_struct(layout: PhvLayout) -> str:
         if hl.length_index is not None:
             members.append(("u64", hl.length_index, f"{hl.name} varbit length"))
     members.sort(key=lambda m: (m[0] not in ("u128", "i128"), m[1]))
-    lines = ["typedef struct {"]
+    varbits = sorted({ty for ty, _, _ in members if ty.startswith("vb")}, key=lambda t: int(t[2:-2]))
+    lines = [f"typedef struct {{ u8 b[{t[2:-2]}]; }} {t};" for t in varbits]
+    lines.append("typedef struct {")
     lines += [f"    {ty} f{idx}; /* {what} */" for ty, idx, what in members]
     if not members:
         lines.append("    u64 unused;")

@@ -14,7 +14,7 @@ from pybmv2.native.cactions import action_functions
 from pybmv2.native.ccalc import checksum_functions
 from pybmv2.native.cctx import GenCtx
 from pybmv2.native.cparser import parser_function
-from pybmv2.native.cphv import phv_struct
+from pybmv2.native.cphv import phv_struct, varbit_start
 from pybmv2.native.cpipeline import (
     TableMeta,
     pipeline_function,
@@ -62,7 +62,13 @@ def _check_program(program: Program) -> None:
             raise NativeUnsupported(f"{key}")
     for hl in program.layout.headers:
         if hl.length_index is not None:
-            raise NativeUnsupported(f"varbit fields (header {hl.name})")
+            if hl.metadata:
+                raise NativeUnsupported(f"a varbit field in metadata {hl.name}")
+            varbit_start(hl)
+    for stack in program.layout.stacks:
+        for hid in stack.header_ids:
+            if program.layout.headers[hid].length_index is not None:
+                raise NativeUnsupported(f"varbit fields in header stack {stack.name}")
 
 
 def generate(program: Program) -> tuple[str, NativeManifest]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pybmv2.layout import HeaderLayout
 from pybmv2.native.cctx import STD_FIELDS, GenCtx
-from pybmv2.native.cphv import slot_type
+from pybmv2.native.cphv import slot_type, varbit_start
 from pybmv2.native.errors import NativeUnsupported
 from pybmv2.program import DROP_PORT
 
@@ -53,6 +53,9 @@ def switch_helpers(g: GenCtx) -> str:
               "    switch (id) {"]
     for lid, ll in g.program.learn_lists.items():
         n = len(ll.fields)
+        for h, f, _, _ in ll.fields:
+            if layout.field(h, f).varbit:
+                raise NativeUnsupported(f"digest {ll.name!r} of varbit field {h}.{f}")
         lines += [f"    case {lid}:",
                   f"        if (buf_reserve(&cx->dig, {(2 + 2 * n) * 8})) abort();",
                   "        r = (u64 *)(cx->dig.p + cx->dig.n);",
@@ -66,8 +69,18 @@ def switch_helpers(g: GenCtx) -> str:
 
 
 def _emit_header(hl: HeaderLayout) -> list[str]:
-    lines = [f"if (p->valid[{hl.id}]) {{", f"    memset(o, 0, {hl.nbytes});"]
+    size, after = str(hl.nbytes), "o"
+    lines = [f"if (p->valid[{hl.id}]) {{"]
+    if hl.length_index is not None:  # the varbit's current bytes sit between the fixed fields
+        size, after = f"({hl.nbytes} + vb)", "o2"
+        lines += [f"    u32 vb = (u32)(p->v.f{hl.length_index} / 8);", "    u8 *o2 = o + vb;"]
+    lines.append(f"    memset(o, 0, {size});")
+    base = "o"
     for slot in hl.fields:
+        if slot.varbit:
+            lines.append(f"    memcpy(o + {varbit_start(hl)}, p->v.f{slot.index}.b, vb);")
+            base = after
+            continue
         width = slot.width
         hb = hl.nbits - slot.shift - width
         last = (hb + width - 1) // 8
@@ -75,14 +88,15 @@ def _emit_header(hl: HeaderLayout) -> list[str]:
         ty = "u64" if width <= 64 else "u128"
         mask = "" if width in (64, 128) else \
             f" & (({ty})~({ty})0 >> {(64 if ty == 'u64' else 128) - width})"
-        parts = [f"o[{last}] |= (u8)(v << {shift});" if shift else f"o[{last}] |= (u8)v;"]
+        parts = [f"{base}[{last}] |= (u8)(v << {shift});" if shift else
+                 f"{base}[{last}] |= (u8)v;"]
         done, b = 8 - shift, last
         while done < width:
             b -= 1
-            parts.append(f"o[{b}] |= (u8)(v >> {done});")
+            parts.append(f"{base}[{b}] |= (u8)(v >> {done});")
             done += 8
         lines.append(f"    {{ {ty} v = ({ty})p->v.f{slot.index}{mask}; {' '.join(parts)} }}")
-    lines += [f"    o += {hl.nbytes};", "}"]
+    lines += [f"    o += {size};", "}"]
     return lines
 
 
@@ -98,11 +112,10 @@ def deparser_function(g: GenCtx) -> tuple[str, int]:
     total = 0
     for hname in spec.get("order", []):
         hl = g.layout.header(hname)
-        if hl.length_index is not None:
-            raise NativeUnsupported(f"deparser: varbit header {hl.name}")
         for slot in hl.fields:
             slot_type(slot)
         lines += ["    " + x for x in _emit_header(hl)]
-        total += hl.nbytes
+        vb = hl.varbit
+        total += hl.nbytes + (vb.width // 8 if vb is not None else 0)
     lines += ["    return (u32)(o - start);", "}"]
     return "\n".join(lines), total
