@@ -49,6 +49,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "nx_table_delete": (c_int, [c_void_p, c_int, c_int64]),
     "nx_table_set_default": (c_int, [c_void_p, c_int, c_int32, U64P, c_int]),
     "nx_table_size": (c_int64, [c_void_p, c_int]),
+    "nx_table_slots": (c_int64, [c_void_p, c_int]),
     "nx_entry_counters": (c_int, [c_void_p, c_int, c_int64, U64P, c_int]),
     "nx_entry_set_counters": (c_int, [c_void_p, c_int, c_int64, c_uint64, c_uint64]),
     "nx_entry_meter": (c_int, [c_void_p, c_int, c_int64, c_int, DP]),

@@ -59,6 +59,20 @@ def test_entries_are_added_modified_and_deleted_with_their_errors(matching: Nati
     assert matching.table_size(table) == 0
 
 
+def test_deleted_entries_do_not_grow_a_hashed_table(matching: NativeEngine) -> None:
+    table = "I.t_exact"
+    action = matching.program.table(table).action_ids[0]
+    for i in range(10):
+        matching.table_add(table, (i, 1), 0, ActionCall(action, (1,)))
+    for k in range(5000):  # churn: tombstones must not double the table again and again
+        matching.table_delete(table, matching.table_add(table, (100 + k, 1), 0,
+                                                        ActionCall(action, (1,))))
+    tid = matching.table(table).tid
+    assert matching._lib.nx_table_slots(matching._ctx, tid) <= 64
+    for eid in range(10):
+        matching.table_delete(table, eid)
+
+
 def test_lpm_entries_are_keyed_by_prefix_length(matching: NativeEngine) -> None:
     table = next(m.name for m in matching.manifest.tables if m.mode == "lpm")
     action = matching.program.table(table).action_ids[0]

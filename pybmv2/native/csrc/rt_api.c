@@ -103,6 +103,12 @@ NX_EXPORT i64 nx_table_size(void *h, int tid) {
     return (i64)t->next_id - (i64)t->nfree;
 }
 
+/* the hash slots of an exact or LPM table (memory use, for tests) */
+NX_EXPORT i64 nx_table_slots(void *h, int tid) {
+    table_t *t = tbl(h, tid);
+    return t ? (i64)t->hcap : NX_EINVAL;
+}
+
 /* counters: out[0] packets, out[1] bytes; reset: zero them after reading */
 NX_EXPORT int nx_entry_counters(void *h, int tid, i64 eid, u64 *out, int reset) {
     table_t *t = tbl(h, tid);

@@ -50,7 +50,7 @@ typedef struct {
     entry_t **ents;
     u32 ecap, next_id;
     u32 *freel, nfree, fcap;
-    u32 *slots, hcap, hused;
+    u32 *slots, hcap, hused, hlive; /* slots; used = live + deleted (tombstones) */
     u32 len_count[129];
     int lens[129], nlens;
     u64 lmask[129][2];
@@ -122,6 +122,7 @@ static void hash_put(table_t *t, u32 id) {
     while (t->slots[h] != SLOT_EMPTY && t->slots[h] != SLOT_TOMB) h = (h + 1) & mask;
     if (t->slots[h] == SLOT_EMPTY) t->hused++;
     t->slots[h] = id;
+    t->hlive++;
 }
 
 static int hash_rebuild(table_t *t, u32 cap) {
@@ -131,7 +132,7 @@ static int hash_rebuild(table_t *t, u32 cap) {
     memset(s, 0xFF, (size_t)cap * sizeof(u32));
     t->slots = s;
     t->hcap = cap;
-    t->hused = 0;
+    t->hused = t->hlive = 0;
     for (u32 i = 0; i < oldcap; i++)
         if (old[i] != SLOT_EMPTY && old[i] != SLOT_TOMB) hash_put(t, old[i]);
     free(old);
@@ -145,6 +146,7 @@ static void hash_remove(table_t *t, const entry_t *e) {
         if (s == SLOT_EMPTY) return;
         if (s != SLOT_TOMB && t->ents[s] == e) {
             t->slots[h] = SLOT_TOMB;
+            t->hlive--;
             return;
         }
         h = (h + 1) & mask;
@@ -271,8 +273,11 @@ static i64 table_add(table_t *t, const u64 *a, const u64 *b, int plen, i32 prio,
     if (d->mode == MODE_TERNARY) {
         if (order_insert(t, id)) return NX_ENOMEM;
     } else {
-        if ((t->hused + 1) * 2 > t->hcap && hash_rebuild(t, t->hcap ? t->hcap * 2 : 64))
-            return NX_ENOMEM;
+        if ((t->hused + 1) * 2 > t->hcap) { /* sized by the live entries: tombstones go */
+            u32 cap = 64;
+            while (cap < (t->hlive + 1) * 4) cap *= 2;
+            if (hash_rebuild(t, cap)) return NX_ENOMEM;
+        }
         hash_put(t, id);
         if (d->mode == MODE_LPM && t->len_count[plen]++ == 0) lpm_lengths(t);
     }
@@ -287,7 +292,6 @@ static int table_delete(table_t *t, i64 id) {
     } else {
         hash_remove(t, e);
         if (t->d->mode == MODE_LPM && --t->len_count[e->plen] == 0) lpm_lengths(t);
-        if (t->hused > 64 && t->hused > t->hcap / 4 * 3) hash_rebuild(t, t->hcap);
     }
     for (u32 i = 0; i < t->ndirty; i++)
         if (t->dirty[i] == (u32)id) t->dirty[i] = t->dirty[--t->ndirty];
