@@ -99,7 +99,19 @@ def _python_target_check() -> list[Check]:
         checks.append(Check("python target", True, f"loads {art.json.name}"))
     except Exception as exc:  # report any failure to load as a failed check
         checks.append(Check("python target", False, str(exc)))
+    checks.append(_native_engine_check())
     return checks
+
+
+def _native_engine_check() -> Check:
+    """Whether ``--engine auto`` can take the native engine here (a C compiler)."""
+    from pybmv2.native.build import cache_dir, compiler
+
+    cc = compiler()
+    if cc is None:
+        return Check("native engine", False, "no C compiler (apt-get install gcc libc6-dev, or "
+                                             "set CC): the Python engine runs every program")
+    return Check("native engine", True, f"{cc}; builds cached in {cache_dir()}")
 
 
 def _thrift_check(bmv2: Tool) -> Check:

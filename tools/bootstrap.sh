@@ -5,7 +5,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${MLFABRIC_VENV:-$ROOT/.venv}"
-APT_PACKAGES=(mininet iproute2 iputils-ping procps iperf3 tcpdump ethtool python3-venv python3-pip)
+# gcc and libc6-dev: the Python target's native engine compiles each program to C
+APT_PACKAGES=(mininet iproute2 iputils-ping procps iperf3 tcpdump ethtool python3-venv python3-pip gcc libc6-dev)
 STAMP="$VENV/.mlfabric-installed"
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
