@@ -57,10 +57,10 @@ def main(argv: list[str]) -> int:
         rows.append(_row("native engine / Python engine, in process", "x",
                          nat["packets_per_s"] / inproc["packets_per_s"], None, "report"))
         bt = native_bench.build_times()
-        rows.append(_row("native engine for rail_switch: C compiler run (cold cache)", "s",
-                         bt["cold_s"], None, "report"))
-        rows.append(_row("native engine for rail_switch: from the cache (warm)", "s",
-                         bt["warm_s"], None, "report"))
+        rows.append(_row("native engine for rail_switch: C compiler run (cold cache)", "ms",
+                         1000 * bt["cold_s"], None, "report"))
+        rows.append(_row("native engine for rail_switch: from the cache (warm)", "ms",
+                         1000 * bt["warm_s"], None, "report"))
     else:
         print("[bench] native engine figures skipped: no C compiler")
     if root:
