@@ -71,29 +71,29 @@ class EngineMirror:
     def _push_table(self, name: str, table: MatchTable) -> None:
         engine = self.engine
         pushed, by_eid = self._entries[name], self._by_eid[name]
-        seen = set()
-        for e in table.entries():
-            seen.add(e.handle)
-            k = pushed.get(e.handle)
-            if k is None or k.entry is not e:
-                if k is not None:
-                    engine.table_delete(name, k.eid)
-                    del by_eid[k.eid]
+        entries = list(table.entries())
+        live = {e.handle: e for e in entries}
+        # deletions first: a key deleted and inserted again has a new handle
+        for handle in [h for h, k in pushed.items() if live.get(h) is not k.entry]:
+            gone = pushed.pop(handle)
+            engine.table_delete(name, gone.eid)
+            del by_eid[gone.eid]
+        for e in entries:
+            known = pushed.get(e.handle)
+            if known is None:
                 eid = engine.table_add(name, e.key, e.priority, e.action, seq=e.handle,
                                        indirect=e.indirect)
                 k = pushed[e.handle] = by_eid[eid] = _Pushed(e, eid, e.action, e.indirect,
                                                              None, None)
-            elif e.action != k.action or e.indirect != k.indirect:
+            else:
+                k = known
+            if e.action != k.action or e.indirect != k.indirect:
                 engine.table_modify(name, k.eid, e.action, e.indirect)
                 k.action, k.indirect = e.action, e.indirect
             if e.meter is not k.meter or (e.meter is not None and _tokens(e.meter) != k.tokens):
                 rates = e.meter.rates if e.meter is not None else None
                 engine.entry_meter(name, k.eid, rates, _tokens(e.meter))
                 k.meter, k.tokens = e.meter, _tokens(e.meter)
-        for handle in [h for h in pushed if h not in seen]:
-            k = pushed.pop(handle)
-            engine.table_delete(name, k.eid)
-            del by_eid[k.eid]
         if self._defaults.get(name) != table.default:
             engine.table_set_default(name, table.default)
             self._defaults[name] = table.default
