@@ -79,7 +79,7 @@ def test_switches_started_without_a_thrift_port_each_get_their_own(target_name: 
         pytest.skip("Thrift ports are BMv2's (--target bmv2)")
     specs = [SwitchSpec(name=f"thrift{i}", target="bmv2", ports={}, grpc_address=f"127.0.0.1:{free_tcp_port()}")
              for i in range(2)]
-    with SwitchProcess(specs[0]).start() as first, SwitchProcess(specs[1]).start() as second:
+    with SwitchProcess(specs[0]) as first, SwitchProcess(specs[1]) as second:
         ports = [first.spec.thrift_port, second.spec.thrift_port]
         assert None not in ports and ports[0] != ports[1]
         assert first.proc is not None and second.proc is not None
