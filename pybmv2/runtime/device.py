@@ -1,10 +1,17 @@
 """The P4Runtime state of one device, free of gRPC I/O: PI's ``DeviceMgr`` for V1Switch.
 
 :class:`DeviceManager` owns the committed :class:`~pybmv2.runtime.pipeline.Pipeline`, runs
-SetForwardingPipelineConfig actions, Write batches and Reads against the switch (under
-``switch.lock``), turns frames the switch sends to its CPU port into PacketIn messages and
-digest samples into DigestList messages. Stream messages for controllers leave through
+SetForwardingPipelineConfig actions, Write batches and Reads against the switch, turns frames
+the switch sends to its CPU port into PacketIn messages and digest samples into DigestList
+messages. Stream messages for controllers leave through
 :attr:`DeviceManager.on_stream_message`, which the gRPC service points at the primaries.
+
+Locking. ``switch.lock`` is the data path's: a Write takes it for one update at a time, so
+packets flow between the updates of a long batch. The device's batch lock is held for a
+whole Write batch and pipeline change, and by a Read while it takes its snapshot: a Read
+sees the state before or after a batch, never a mix. A table Read holds no lock while it
+encodes its entries (:mod:`~pybmv2.runtime.table_reads`), so neither packets nor Writes wait
+for a long Read beyond the copy of the tables' entry lists.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from google.rpc import status_pb2
 from p4.v1 import p4runtime_pb2
 
 from pybmv2.errors import TargetError
-from pybmv2.runtime import direct_meter_ops, extern_ops, profile_ops, table_ops
+from pybmv2.runtime import direct_meter_ops, extern_ops, profile_ops, table_ops, table_reads
 from pybmv2.runtime.errors import P4RuntimeError, batch_status, from_target_error
 from pybmv2.runtime.packetio import packet_in_message, packet_out_frame
 from pybmv2.runtime.pipeline import Pipeline, build_pipeline
@@ -37,6 +44,8 @@ GetType = p4runtime_pb2.GetForwardingPipelineConfigRequest
 U = TypeVar("U")
 #: how often digest timeouts are checked while some digest has one
 TICK_SECONDS = 0.01
+#: how long a table Read's encoding gives the GIL away between two chunks of entries
+READ_YIELD_SECONDS = 0.0001
 
 
 def _unimplemented(message: str) -> P4RuntimeError:
@@ -73,9 +82,13 @@ class DeviceManager:
             = None
         self.packet_out_injector: Callable[[int, bytes], None] | None = None
         self.packet_out_sink: Callable[[Frames], None] | None = None
+        #: called between chunks of a table Read's encoding, with no lock held (tests use
+        #: it to pause a Read there)
+        self.read_hook: Callable[[], None] | None = None
         self._pipeline: Pipeline | None = None
         self._saved: Pipeline | None = None
         self._config_lock = threading.Lock()
+        self._batch_lock = threading.Lock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
 
@@ -141,7 +154,7 @@ class DeviceManager:
                                      f"Invalid SetForwardingPipeline action {action}")
 
     def _commit(self, pipeline: Pipeline) -> None:
-        with self.switch.lock:
+        with self._batch_lock, self.switch.lock:
             self.switch.load(pipeline.program)
             self.switch.on_digest = self._on_digest
             self._pipeline = pipeline
@@ -187,23 +200,23 @@ class DeviceManager:
         results: list[P4RuntimeError | None] = []
         append = results.append
         lock = self.switch.lock
-        with lock:
+        with self._batch_lock:  # a Read sees the state before or after the whole batch
             p = self.require_pipeline()
-        if atomicity != p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR:
-            raise _unimplemented(
-                "Support for atomic write modes has not been implemented yet")
-        # one update at a time under the switch's lock, as BMv2 takes its table locks per
-        # update: packets keep flowing between the updates of a long batch instead of
-        # waiting (with their ingress timestamps already taken) for the whole batch
-        for update in updates:
-            try:
-                with lock:
-                    apply(p, update)
-                append(None)
-            except P4RuntimeError as exc:
-                append(exc)
-            except TargetError as exc:
-                append(from_target_error(exc))
+            if atomicity != p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR:
+                raise _unimplemented(
+                    "Support for atomic write modes has not been implemented yet")
+            # one update at a time under the switch's lock, as BMv2 takes its table locks
+            # per update: packets keep flowing between the updates of a long batch instead
+            # of waiting (with their ingress timestamps already taken) for the whole batch
+            for update in updates:
+                try:
+                    with lock:
+                        apply(p, update)
+                    append(None)
+                except P4RuntimeError as exc:
+                    append(exc)
+                except TargetError as exc:
+                    append(from_target_error(exc))
         for i, r in enumerate(results):
             if r is not None:
                 log.debug("device %d: update %d failed: %s", self.device_id, i, r)
@@ -244,23 +257,58 @@ class DeviceManager:
 
     def read(self, request: p4runtime_pb2.ReadRequest
              ) -> tuple[p4runtime_pb2.ReadResponse, P4RuntimeError | None]:
-        """Read every entity; on the first error stop and return what was read (PI)."""
-        response = p4runtime_pb2.ReadResponse()
-        lock = self.switch.lock
-        with lock:
+        """:meth:`read_serialized`, parsed into a ReadResponse."""
+        data, error = self.read_serialized(request)
+        return p4runtime_pb2.ReadResponse.FromString(data), error
+
+    def read_serialized(self, request: p4runtime_pb2.ReadRequest
+                        ) -> tuple[bytes, P4RuntimeError | None]:
+        """Read every entity, as the wire bytes of one ReadResponse; on the first error stop
+        and return what was read before it, and the error (PI).
+
+        The entities are taken under the batch lock (table entries as a snapshot) and the
+        table entries encoded after it is released; raises P4RuntimeError without a
+        pipeline.
+        """
+        parts: list[table_reads.TableRead | bytes | p4runtime_pb2.ReadResponse] = []
+        error: P4RuntimeError | None = None
+        with self._batch_lock:
             p = self.require_pipeline()
-        for entity in request.entities:
-            try:
-                if entity.WhichOneof("entity") == "table_entry":  # big: takes the lock a chunk at a time
-                    table_ops.read_table_entries(p, entity.table_entry, response, lock)
-                else:
-                    with lock:
-                        self._read_one(p, entity, response)
-            except P4RuntimeError as exc:
-                return response, exc
-            except TargetError as exc:
-                return response, from_target_error(exc)
-        return response, None
+            for entity in request.entities:
+                try:
+                    if entity.WhichOneof("entity") == "table_entry":
+                        parts += table_reads.snapshot(p, entity.table_entry)
+                    else:
+                        response = p4runtime_pb2.ReadResponse()
+                        with self.switch.lock:
+                            self._read_one(p, entity, response)
+                        parts.append(response)
+                except P4RuntimeError as exc:
+                    error = exc
+                except TargetError as exc:
+                    error = from_target_error(exc)
+                if error is not None:
+                    break
+        out: list[bytes] = []
+        for part in parts:
+            if isinstance(part, table_reads.TableRead):
+                out += table_reads.encode(part, self._read_pause)
+            elif isinstance(part, bytes):
+                out.append(part)
+            else:
+                out.append(part.SerializeToString())
+        return b"".join(out), error
+
+    def _read_pause(self) -> None:
+        """Between chunks of a table Read's encoding: let the packet threads run.
+
+        A sleep of :data:`READ_YIELD_SECONDS`, not ``sleep(0)``: that releases the GIL but
+        mostly takes it back before a waiting thread wakes up, which then waits for the
+        interpreter's switch interval (5 ms).
+        """
+        if self.read_hook is not None:
+            self.read_hook()
+        time.sleep(READ_YIELD_SECONDS)
 
     def _read_one(self, p: Pipeline, entity: p4runtime_pb2.Entity,
                   response: p4runtime_pb2.ReadResponse) -> None:

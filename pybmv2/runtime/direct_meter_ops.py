@@ -54,7 +54,7 @@ def write_direct_meter(p: Pipeline, update_type: int,
     rates = decode_meter_config(msg.config if msg.HasField("config") else None)
     if entry is None:
         raise _default_entry_error("writing direct meter spec")
-    entry.meter = meter_cell(rates)
+    table.replace(entry, meter=meter_cell(rates))  # copy-on-write (pybmv2.tables)
 
 
 def _encode(entry: TableEntry, out: p4runtime_pb2.DirectMeterEntry) -> None:

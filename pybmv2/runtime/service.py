@@ -174,19 +174,25 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             context.set_details(status.message)
         return p4runtime_pb2.WriteResponse()
 
-    def Read(self, request: p4runtime_pb2.ReadRequest,
-             context: grpc.ServicerContext) -> Iterator[p4runtime_pb2.ReadResponse]:
+    def read_serialized(self, request: p4runtime_pb2.ReadRequest,
+                        context: grpc.ServicerContext) -> Iterator[bytes]:
+        """Read, yielding the ReadResponse as wire bytes (:mod:`pybmv2.runtime.raw_read`)."""
         try:
             self._check_device(request.device_id)
-            response, error = self.device.read(request)
+            data, error = self.device.read_serialized(request)
         except P4RuntimeError as exc:
             context.set_code(exc.code)
             context.set_details(exc.message)
             return
-        yield response
+        yield data
         if error is not None:
             context.set_code(error.code)
             context.set_details(error.message)
+
+    def Read(self, request: p4runtime_pb2.ReadRequest,
+             context: grpc.ServicerContext) -> Iterator[p4runtime_pb2.ReadResponse]:
+        for data in self.read_serialized(request, context):
+            yield p4runtime_pb2.ReadResponse.FromString(data)
 
     def SetForwardingPipelineConfig(
         self, request: p4runtime_pb2.SetForwardingPipelineConfigRequest,
