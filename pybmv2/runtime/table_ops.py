@@ -102,9 +102,6 @@ def _check_indirect_action(tb: TableBinding, msg: EntryValue) -> None:
         raise invalid(f"Cannot set / reset default action for indirect table {tb.info.id}")
     if msg.action_kind == "action":
         raise invalid(f"Cannot provide direct action for indirect table {tb.info.id}")
-    if msg.action_kind == "action_profile_action_set":
-        raise P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED,
-                             "one-shot action selector programming is not supported")
 
 
 def _plan_indirect(p: Pipeline, tb: TableBinding, msg: EntryValue

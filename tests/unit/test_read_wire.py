@@ -1,7 +1,8 @@
 """Table reads encoded straight to wire bytes (pybmv2.runtime.read_wire) against protobuf.
 
-Random entries (fixed seeds) of every match kind, direct and indirect actions, metadata,
-direct counters and meters are written through the device; each table's read must be byte for byte what protobuf serializes for the messages
+Random entries (fixed seeds) of every match kind, direct and indirect actions, one-shot
+action sets with watch ports, metadata, direct counters and meters are written through the
+device; each table's read must be byte for byte what protobuf serializes for the messages
 :func:`pybmv2.runtime.table_reads.entry_message` builds.
 """
 
@@ -89,7 +90,7 @@ def _entry(rng: random.Random, ids: P4InfoIndex, info, members: dict[int, list[i
     profile = info.implementation_id
     if not profile:
         _action(rng, ids, rng.choice(actions), te.action.action)
-    elif members.get(profile) or groups.get(profile):
+    elif rng.random() < 0.5 and (members.get(profile) or groups.get(profile)):
         if groups.get(profile) and rng.random() < 0.5:
             te.action.action_profile_group_id = rng.choice(groups[profile])
         else:
@@ -117,11 +118,13 @@ def _device(program: str) -> tuple[DeviceManager, P4InfoIndex]:
 
 def _profiles(rng: random.Random, dev: DeviceManager, ids: P4InfoIndex
               ) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
-    """Some manual members and groups in every action profile."""
+    """Some manual members and groups in every other action profile (the rest: one-shot)."""
     members: dict[int, list[int]] = {}
     groups: dict[int, list[int]] = {}
     req = p4runtime_pb2.WriteRequest()
-    for pid, profile in sorted(ids.action_profiles.items()):
+    for k, (pid, profile) in enumerate(sorted(ids.action_profiles.items())):
+        if k % 2:
+            continue
         table = ids.tables[profile.table_ids[0]]
         actions = [a for a, s in table.action_scopes.items() if s != p4info_pb2.ActionRef.DEFAULT_ONLY]
         members[pid] = list(range(1, 6))
