@@ -150,7 +150,8 @@ class P4RuntimeServer:
         return port
 
     def stop(self, grace: float | None = None) -> None:
-        """Close every stream, stop serving and wait for the workers (idempotent)."""
+        """Stop serving (idempotent): every StreamChannel ends at once with UNAVAILABLE, as
+        when simple_switch_grpc dies, other RPCs in flight get ``grace`` seconds."""
         server, self._server = self._server, None
         if server is None:
             return

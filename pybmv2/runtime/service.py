@@ -14,7 +14,8 @@ Request checks mirror PI's ``proto/server/pi_server.cpp``:
 - StreamChannel: arbitration as :mod:`pybmv2.runtime.arbitration`; PacketOut and
   DigestListAck are honoured only from a primary; PacketIn and DigestList go to the
   primaries. Stream errors (a malformed PacketOut) are only logged unless
-  ``stream_error_reporting`` is on (PI's default is off).
+  ``stream_error_reporting`` is on (PI's default is off). When the server stops, every
+  stream ends with UNAVAILABLE, as when simple_switch_grpc dies (SIGTERM, SIGINT).
 """
 
 from __future__ import annotations
@@ -37,11 +38,13 @@ from pybmv2.runtime.errors import ERROR_SPACE, P4RuntimeError, from_target_error
 from pybmv2.runtime.raw_write import parse_write_request
 from pybmv2.runtime.wire import decode_write_request
 
-__all__ = ["API_VERSION", "Connection", "P4RuntimeServicer"]
+__all__ = ["API_VERSION", "SHUTDOWN_MESSAGE", "Connection", "P4RuntimeServicer"]
 
 log = logging.getLogger(__name__)
 
 API_VERSION = "1.4.1"
+#: the details of the UNAVAILABLE status that ends every stream when the server stops
+SHUTDOWN_MESSAGE = "the switch is shutting down"
 _CLOSE = object()
 _ids = count(1)
 
@@ -126,11 +129,13 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 self.packet_in_count += 1
 
     def close_all(self) -> None:
-        """End every open stream (server shutdown)."""
+        """End every open stream as the server shuts down: with UNAVAILABLE, what clients of
+        simple_switch_grpc see when it dies (its connections close); OK would tell them the
+        stream ended on purpose."""
         with self._connections_lock:
             conns = list(self._connections)
         for conn in conns:
-            conn.close()
+            conn.fail(P4RuntimeError(grpc.StatusCode.UNAVAILABLE, SHUTDOWN_MESSAGE))
 
     # -- unary RPCs -------------------------------------------------------------------
 
