@@ -20,14 +20,21 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TypeVar
+from typing import TypeAlias, TypeVar
 
 import grpc
 from google.rpc import status_pb2
 from p4.v1 import p4runtime_pb2
 
 from pybmv2.errors import TargetError
-from pybmv2.runtime import direct_meter_ops, extern_ops, profile_ops, table_ops, table_reads
+from pybmv2.runtime import (
+    direct_meter_ops,
+    extern_ops,
+    profile_ops,
+    reconcile,
+    table_ops,
+    table_reads,
+)
 from pybmv2.runtime.errors import P4RuntimeError, batch_status, from_target_error
 from pybmv2.runtime.packetio import packet_in_message, packet_out_frame
 from pybmv2.runtime.pipeline import Pipeline, build_pipeline
@@ -42,6 +49,8 @@ Frames = list[tuple[int, bytes]]
 SetAction = p4runtime_pb2.SetForwardingPipelineConfigRequest
 GetType = p4runtime_pb2.GetForwardingPipelineConfigRequest
 U = TypeVar("U")
+#: a piece of a Read's response: a table snapshot to encode, or read already
+ReadPart: TypeAlias = "table_reads.TableRead | bytes | p4runtime_pb2.ReadResponse"
 #: how often digest timeouts are checked while some digest has one
 TICK_SECONDS = 0.01
 #: how long a table Read's encoding gives the GIL away between two chunks of entries
@@ -133,8 +142,6 @@ class DeviceManager:
         if action == SetAction.UNSPECIFIED:
             raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT,
                                  "Invalid SetForwardingPipeline action")
-        if action == SetAction.RECONCILE_AND_COMMIT:
-            raise _unimplemented("RECONCILE_AND_COMMIT is not supported by this target")
         with self._config_lock:
             if action == SetAction.COMMIT:
                 if self._saved is None:
@@ -149,18 +156,47 @@ class DeviceManager:
                 self._saved = pipeline
             elif action == SetAction.VERIFY_AND_COMMIT:
                 self._commit(pipeline)
+            elif action == SetAction.RECONCILE_AND_COMMIT:
+                self._reconcile(pipeline)
             else:
                 raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT,
                                      f"Invalid SetForwardingPipeline action {action}")
 
     def _commit(self, pipeline: Pipeline) -> None:
-        with self._batch_lock, self.switch.lock:
+        with self._batch_lock:
+            self._commit_locked(pipeline)
+
+    def _commit_locked(self, pipeline: Pipeline) -> None:
+        with self.switch.lock:
             self.switch.load(pipeline.program)
             self.switch.on_digest = self._on_digest
             self._pipeline = pipeline
             self._saved = None
         log.info("device %d: committed pipeline with %d tables", self.device_id,
                  len(pipeline.index.tables))
+
+    def _reconcile(self, pipeline: Pipeline) -> None:
+        """PI's RECONCILE_AND_COMMIT (:mod:`~pybmv2.runtime.reconcile`): the state read from
+        the current pipeline is written to ``pipeline`` before it is committed.
+
+        An error reading the state changes nothing. When some of it cannot be written the
+        new pipeline is committed with the rest, and UNKNOWN "Error when reconciling config"
+        raised, as PI answers; on BMv2, PI then leaves the old program in the data plane and
+        the device unable to take another pipeline, which is not imitated. With no pipeline
+        yet there is nothing to keep (simple_switch_grpc 1.15 crashes).
+        """
+        with self._batch_lock:
+            saved: list[p4runtime_pb2.Entity] = []
+            if self._pipeline is not None:
+                request = reconcile.forwarding_state_request(self.device_id)
+                parts, error = self._snapshot(self._pipeline, request)
+                if error is not None:
+                    raise error
+                saved = list(p4runtime_pb2.ReadResponse.FromString(self._encode(parts)).entities)
+            try:  # the new pipeline is not live yet: packets need not wait for the replay
+                reconcile.replay(saved, lambda update: self._write_one(pipeline, update))
+            finally:
+                self._commit_locked(pipeline)
 
     def get_pipeline(self, response_type: int) -> p4runtime_pb2.ForwardingPipelineConfig:
         """PI's ``pipeline_config_get``; the cookie is always included when set."""
@@ -270,25 +306,32 @@ class DeviceManager:
         table entries encoded after it is released; raises P4RuntimeError without a
         pipeline.
         """
-        parts: list[table_reads.TableRead | bytes | p4runtime_pb2.ReadResponse] = []
-        error: P4RuntimeError | None = None
         with self._batch_lock:
             p = self.require_pipeline()
-            for entity in request.entities:
-                try:
-                    if entity.WhichOneof("entity") == "table_entry":
-                        parts += table_reads.snapshot(p, entity.table_entry)
-                    else:
-                        response = p4runtime_pb2.ReadResponse()
-                        with self.switch.lock:
-                            self._read_one(p, entity, response)
-                        parts.append(response)
-                except P4RuntimeError as exc:
-                    error = exc
-                except TargetError as exc:
-                    error = from_target_error(exc)
-                if error is not None:
-                    break
+            parts, error = self._snapshot(p, request)
+        return self._encode(parts), error
+
+    def _snapshot(self, p: Pipeline, request: p4runtime_pb2.ReadRequest
+                  ) -> tuple[list[ReadPart], P4RuntimeError | None]:
+        """What a Read returns, up to the encoding of table entries; hold the batch lock."""
+        parts: list[ReadPart] = []
+        for entity in request.entities:
+            try:
+                if entity.WhichOneof("entity") == "table_entry":
+                    parts += table_reads.snapshot(p, entity.table_entry)
+                else:
+                    response = p4runtime_pb2.ReadResponse()
+                    with self.switch.lock:
+                        self._read_one(p, entity, response)
+                    parts.append(response)
+            except P4RuntimeError as exc:
+                return parts, exc
+            except TargetError as exc:
+                return parts, from_target_error(exc)
+        return parts, None
+
+    def _encode(self, parts: list[ReadPart]) -> bytes:
+        """The ReadResponse of a snapshot's parts (table entries encoded now)."""
         out: list[bytes] = []
         for part in parts:
             if isinstance(part, table_reads.TableRead):
@@ -297,7 +340,7 @@ class DeviceManager:
                 out.append(part)
             else:
                 out.append(part.SerializeToString())
-        return b"".join(out), error
+        return b"".join(out)
 
     def _read_pause(self) -> None:
         """Between chunks of a table Read's encoding: let the packet threads run.
