@@ -50,7 +50,7 @@ SetAction = p4runtime_pb2.SetForwardingPipelineConfigRequest
 GetType = p4runtime_pb2.GetForwardingPipelineConfigRequest
 U = TypeVar("U")
 #: a piece of a Read's response: a table snapshot to encode, or read already
-ReadPart: TypeAlias = "table_reads.TableRead | bytes | p4runtime_pb2.ReadResponse"
+ReadPart: TypeAlias = "table_reads.TableRead | table_reads.DirectRead | bytes | p4runtime_pb2.ReadResponse"
 #: how often digest timeouts are checked while some digest has one
 TICK_SECONDS = 0.01
 #: how long a table Read's encoding gives the GIL away between two chunks of entries
@@ -322,8 +322,8 @@ class DeviceManager:
                 else:
                     response = p4runtime_pb2.ReadResponse()
                     with self.switch.lock:
-                        self._read_one(p, entity, response)
-                    parts.append(response)
+                        direct = self._read_one(p, entity, response)
+                    parts.append(response if direct is None else direct)
             except P4RuntimeError as exc:
                 return parts, exc
             except TargetError as exc:
@@ -336,6 +336,8 @@ class DeviceManager:
         for part in parts:
             if isinstance(part, table_reads.TableRead):
                 out += table_reads.encode(part, self._read_pause)
+            elif isinstance(part, table_reads.DirectRead):
+                out += table_reads.encode_direct(part, self._read_pause)
             elif isinstance(part, bytes):
                 out.append(part)
             else:
@@ -354,16 +356,18 @@ class DeviceManager:
         time.sleep(READ_YIELD_SECONDS)
 
     def _read_one(self, p: Pipeline, entity: p4runtime_pb2.Entity,
-                  response: p4runtime_pb2.ReadResponse) -> None:
+                  response: p4runtime_pb2.ReadResponse) -> table_reads.DirectRead | None:
+        """Read a non-table entity into ``response``; a wildcard read of direct counters or
+        meters is returned instead, to be encoded without the lock."""
         which = entity.WhichOneof("entity")
         if which == "counter_entry":
             extern_ops.read_counters(p, entity.counter_entry, response)
         elif which == "direct_counter_entry":
-            table_ops.read_direct_counters(p, entity.direct_counter_entry, response)
+            return table_ops.read_direct_counters(p, entity.direct_counter_entry, response)
         elif which == "meter_entry":
             extern_ops.read_meters(p, entity.meter_entry, response)
         elif which == "direct_meter_entry":
-            direct_meter_ops.read_direct_meters(p, entity.direct_meter_entry, response)
+            return direct_meter_ops.read_direct_meters(p, entity.direct_meter_entry, response)
         elif which == "packet_replication_engine_entry":
             extern_ops.read_pre(p, self.switch, entity.packet_replication_engine_entry,
                                 response)
@@ -380,6 +384,7 @@ class DeviceManager:
             raise _unimplemented("ValueSet reads are not supported yet")
         else:
             raise P4RuntimeError(grpc.StatusCode.UNKNOWN, "Incorrect entity type")
+        return None
 
     # -- packet I/O and digests ------------------------------------------------------------
 

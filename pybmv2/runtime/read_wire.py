@@ -60,6 +60,26 @@ def _bytestring(value: int) -> bytes:
     return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
 
 
+def _counter_data(entry: TableEntry) -> bytes:
+    """A ``CounterData`` message of an entry's counts."""
+    data = b""
+    if entry.bytes:
+        data += b"\x08" + varint(entry.bytes)
+    if entry.packets:
+        data += b"\x10" + varint(entry.packets)
+    return data
+
+
+def _meter_config(rates: MeterRates) -> bytes:
+    """A ``MeterConfig`` message."""
+    config = b""
+    for tag, value in ((0x08, rates.cir), (0x10, rates.cburst), (0x18, rates.pir),
+                       (0x20, rates.pburst)):
+        if value:
+            config += bytes((tag,)) + varint(value)
+    return config
+
+
 def entity_bytes(table_entry: bytes) -> bytes:
     """A serialized TableEntry as one ``entities`` field of a ReadResponse."""
     return _field(0x0A, _field(0x12, table_entry))
@@ -158,6 +178,25 @@ class TableEncoder:
             body += _field(0x0A, ap)
         return _field(0x1A, _field(0x22, body))
 
+    def direct_counter(self, entry: TableEntry) -> bytes:
+        """The ReadResponse field of an entry's DirectCounterEntry (its key and counts)."""
+        body = _field(0x0A, self._key(entry)) + _field(0x12, _counter_data(entry))
+        return _field(0x0A, _field(0x42, body))
+
+    def direct_meter(self, entry: TableEntry, rates: MeterRates | None) -> bytes:
+        """The ReadResponse field of an entry's DirectMeterEntry (its key and config)."""
+        body = _field(0x0A, self._key(entry))
+        if rates is not None:
+            body += _field(0x12, _meter_config(rates))
+        return _field(0x0A, _field(0x32, body))
+
+    def _key(self, entry: TableEntry) -> bytes:
+        """A TableEntry naming ``entry``: table id, match and priority."""
+        body = self._head + self.match(entry.key)
+        if entry.priority > 0:
+            body += b"\x20" + varint(entry.priority)
+        return body
+
     def entity(self, entry: TableEntry, action: bytes, *, counters: bool = False,
                meter: MeterRates | None = None) -> bytes:
         """The ReadResponse field of one entry, given its encoded ``action`` field;
@@ -169,19 +208,9 @@ class TableEncoder:
         if entry.metadata:
             body += b"\x28" + varint(entry.metadata)
         if meter is not None:
-            config = b""
-            for tag, value in ((0x08, meter.cir), (0x10, meter.cburst), (0x18, meter.pir),
-                               (0x20, meter.pburst)):
-                if value:
-                    config += bytes((tag,)) + varint(value)
-            body += _field(0x32, config)
+            body += _field(0x32, _meter_config(meter))
         if counters:
-            data = b""
-            if entry.bytes:
-                data += b"\x08" + varint(entry.bytes)
-            if entry.packets:
-                data += b"\x10" + varint(entry.packets)
-            body += _field(0x3A, data)
+            body += _field(0x3A, _counter_data(entry))
         metadata = entry.extra.get("metadata", b"")
         if metadata:
             body += _field(0x5A, metadata)

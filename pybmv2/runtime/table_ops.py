@@ -22,7 +22,6 @@ from pybmv2.runtime.codec import (
     decode_match_key,
     decode_meter_config,
     encode_counter_data,
-    encode_match_key,
     invalid,
     key_from_values,
     merge_counter_data,
@@ -32,6 +31,7 @@ from pybmv2.runtime.errors import P4RuntimeError, from_target_error
 from pybmv2.runtime.p4info import P4Ids, TableBinding
 from pybmv2.runtime.pipeline import Pipeline, invalid_id
 from pybmv2.runtime.profile_ops import OneShotPlan
+from pybmv2.runtime.table_reads import DirectRead, snapshot_direct
 from pybmv2.runtime.values import EntryValue
 from pybmv2.tables import NO_ACTION, ActionCall, IndirectIndex, MatchTable, TableEntry
 
@@ -347,8 +347,9 @@ def write_direct_counter(p: Pipeline, update_type: int,
 
 
 def read_direct_counters(p: Pipeline, msg: p4runtime_pb2.DirectCounterEntry,
-                         response: p4runtime_pb2.ReadResponse) -> None:
-    """PI's ``direct_counter_read``: one entry's counter, or those of the whole table."""
+                         response: p4runtime_pb2.ReadResponse) -> DirectRead | None:
+    """PI's ``direct_counter_read``: one entry's counter (added to ``response``), or those
+    of the whole table, returned as a snapshot to encode without the lock."""
     tb, table = _direct_counter_table(p, msg, reading=True)
     requested = msg.table_entry
     if len(requested.match) or requested.is_default_action:
@@ -356,9 +357,5 @@ def read_direct_counters(p: Pipeline, msg: p4runtime_pb2.DirectCounterEntry,
         out = response.entities.add().direct_counter_entry
         out.table_entry.CopyFrom(requested)
         encode_counter_data(entry.packets, entry.bytes, out.data)
-        return
-    for entry in table.entries():
-        out = response.entities.add().direct_counter_entry
-        out.table_entry.table_id = tb.info.id
-        encode_match_key(tb, entry.key, entry.priority, out.table_entry)
-        encode_counter_data(entry.packets, entry.bytes, out.data)
+        return None
+    return snapshot_direct(p, tb, table, "counter")

@@ -8,7 +8,8 @@ hold (:func:`snapshot`): a copy of each table's list of entries, which is consis
 entries are copy-on-write (:mod:`pybmv2.tables`), plus the member and group ids of indirect
 tables. It *encodes* them afterwards (:func:`encode`), straight to wire bytes
 (:mod:`~pybmv2.runtime.read_wire`), holding no lock: packets and other Writes go on.
-:func:`entry_message` is the same encoding as a protobuf message.
+:func:`entry_message` is the same encoding as a protobuf message. Wildcard reads of a
+table's direct counters and meters work the same way (:func:`snapshot_direct`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from pybmv2.runtime.profile_ops import IndirectView
 from pybmv2.runtime.read_wire import TableEncoder
 from pybmv2.tables import MatchTable, TableEntry
 
-__all__ = ["READ_CHUNK", "TableRead", "encode", "entry_message", "snapshot"]
+__all__ = ["READ_CHUNK", "DirectRead", "TableRead", "encode", "encode_direct", "entry_message",
+           "snapshot", "snapshot_direct"]
 
 #: entries encoded between two calls of the ``pause`` hook of :func:`encode`
 READ_CHUNK = 64
@@ -159,6 +161,34 @@ def encode(read: TableRead, pause: Callable[[], None] | None = None) -> Iterator
             continue
         rates = entry.meter.rates if meters and entry.meter is not None else None
         yield entity(entry, _action_field(read, entry), counters=counters, meter=rates)
+
+
+@dataclass(frozen=True)
+class DirectRead:
+    """A wildcard read of a table's direct counters or meters (``kind``), taken under the
+    lock: the counts and meters are those of the entries when :func:`encode_direct` runs."""
+
+    kind: str  # "counter" or "meter"
+    encoder: TableEncoder
+    entries: list[TableEntry]
+
+
+def snapshot_direct(p: Pipeline, tb: TableBinding, table: MatchTable, kind: str) -> DirectRead:
+    """The entries of a wildcard DirectCounterEntry / DirectMeterEntry read (checked by the
+    caller), to encode with no lock held."""
+    return DirectRead(kind, _encoder(p, tb), list(table.entries()))
+
+
+def encode_direct(read: DirectRead, pause: Callable[[], None] | None = None) -> Iterator[bytes]:
+    """The ReadResponse fields of a :class:`DirectRead`; ``pause`` as for :func:`encode`."""
+    encoder = read.encoder
+    for i, entry in enumerate(read.entries):
+        if pause is not None and i and i % READ_CHUNK == 0:
+            pause()
+        if read.kind == "counter":
+            yield encoder.direct_counter(entry)
+        else:
+            yield encoder.direct_meter(entry, entry.meter.rates if entry.meter is not None else None)
 
 
 def entry_message(read: TableRead, entry: TableEntry) -> p4runtime_pb2.TableEntry:

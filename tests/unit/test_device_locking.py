@@ -10,7 +10,7 @@ from pathlib import Path
 
 from p4.v1 import p4runtime_pb2
 
-from controller.p4runtime.entities import Exact, TableRule, encode_rule
+from controller.p4runtime.entities import Exact, Lpm, TableRule, encode_rule
 from controller.p4runtime.schema import P4Schema
 from pybmv2.runtime import table_reads
 from pybmv2.runtime.device import DeviceManager
@@ -166,3 +166,39 @@ def test_an_entry_deleted_during_the_encoding_is_still_read() -> None:
     response, error = dev.read(_read_request(schema))
     assert error is None and len(response.entities) == N
     assert not table.holds(victim)
+
+
+def test_a_packet_goes_through_while_a_direct_counter_read_is_paused() -> None:
+    switch = V1Switch(None)
+    dev = DeviceManager(switch, 0)
+    dev.set_pipeline(p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
+                     load_config(BUILD / "rail_switch.p4info.txtpb", BUILD / "rail_switch.json"))
+    schema = P4Schema.from_file(BUILD / "rail_switch.p4info.txtpb")
+    n = 4 * table_reads.READ_CHUNK
+    req = p4runtime_pb2.WriteRequest(device_id=0)
+    for k in range(n):
+        rule = TableRule("RailIngress.ipv4_lpm", {"hdr.ipv4.dst_addr": Lpm(k << 8, 24)},
+                         "RailIngress.set_nexthop", {"port": 2, "dmac": 2, "smac": 3})
+        req.updates.add(type=p4runtime_pb2.Update.INSERT).entity.table_entry.CopyFrom(encode_rule(schema, rule))
+    assert dev.write(req).code == 0
+    paused, resume = threading.Event(), threading.Event()
+
+    def hold_the_read() -> None:
+        dev.read_hook = None
+        paused.set()
+        resume.wait(4 * STUCK)
+
+    dev.read_hook = hold_the_read
+    read_req = p4runtime_pb2.ReadRequest(device_id=0)
+    read_req.entities.add().direct_counter_entry.table_entry.table_id = schema.table("ipv4_lpm").id
+    reader, read = _in_thread(lambda: dev.read(read_req))
+    try:
+        assert paused.wait(STUCK), "the read never reached its encoding"
+        forwarder, _ = _in_thread(lambda: switch.process(1, b"\x00" * 64))
+        forwarder.join(STUCK)
+        assert not forwarder.is_alive(), "a packet waited for the read"
+    finally:
+        resume.set()
+    reader.join(STUCK)
+    response, error = read["result"]
+    assert error is None and len(response.entities) == n

@@ -15,7 +15,9 @@ import pytest
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
+from pybmv2.externs import MeterRates, meter_cell
 from pybmv2.runtime import table_reads
+from pybmv2.runtime.codec import encode_counter_data, encode_match_key, encode_meter_config
 from pybmv2.runtime.device import DeviceManager
 from pybmv2.runtime.p4info import P4InfoIndex
 from pybmv2.runtime.read_wire import entity_bytes, varint
@@ -182,3 +184,46 @@ def test_varint_matches_protobuf() -> None:
     for value in (0, 1, 127, 128, 300, (1 << 32) - 1, (1 << 63), (1 << 64) - 1):
         msg = p4runtime_pb2.TableEntry(controller_metadata=value)
         assert msg.SerializeToString() == (b"\x28" + varint(value) if value else b"")
+
+
+def _direct_reference(read: table_reads.DirectRead, tb, entry) -> bytes:
+    """The old protobuf encoding of a wildcard direct counter / meter read's entity."""
+    response = p4runtime_pb2.ReadResponse()
+    if read.kind == "counter":
+        out = response.entities.add().direct_counter_entry
+        encode_counter_data(entry.packets, entry.bytes, out.data)
+    else:
+        out = response.entities.add().direct_meter_entry
+        if entry.meter is not None:
+            encode_meter_config(entry.meter.rates, out.config)
+    out.table_entry.table_id = tb.info.id
+    encode_match_key(tb, entry.key, entry.priority, out.table_entry)
+    return response.SerializeToString()
+
+
+@pytest.mark.parametrize("program", ["direct_meter", "rail_switch", "stateful"])
+def test_wire_direct_counter_and_meter_reads_equal_protobuf(program: str) -> None:
+    rng = random.Random(3)
+    dev, ids = _device(program)
+    for info in ids.tables.values():
+        if info.is_const_table or not info.match_fields:
+            continue
+        req = p4runtime_pb2.WriteRequest()
+        for _ in range(40):
+            req.updates.add(type=Update.INSERT).entity.table_entry.CopyFrom(_entry(rng, ids, info, {}, {}))
+        dev.write(req)
+    p = dev.require_pipeline()
+    checked = 0
+    for table_id, info in ids.tables.items():
+        tb, table = p.table(table_id)
+        for entry in list(table.entries()):
+            rates = MeterRates(*(rng.choice((0, 1, rng.getrandbits(40))) for _ in range(4)))
+            table.replace(entry, packets=rng.getrandbits(30), bytes=rng.getrandbits(40),
+                          meter=meter_cell(rates) if rng.random() < 0.7 else None)
+        kinds = [k for k, has in (("counter", info.direct_counter_id), ("meter", info.direct_meter_id)) if has]
+        for kind in kinds:
+            read = table_reads.snapshot_direct(p, tb, table, kind)
+            got = b"".join(table_reads.encode_direct(read))
+            assert got == b"".join(_direct_reference(read, tb, e) for e in read.entries), (info.name, kind)
+            checked += len(read.entries)
+    assert checked > 0
