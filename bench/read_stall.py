@@ -2,9 +2,9 @@
 
 A switch process forwards a paced probe stream (port 1 -> port 2, one frame every
 ``interval_s``, each carrying its sequence number) while a client reads all 65,536 entries
-of ``ipv4_lpm`` with wildcard Reads, and a second client writes one entry at a time. The
-same probes and Writes are measured with no Read running first: the figures are the
-latencies during the Reads over that idle baseline, from one run.
+of ``ipv4_lpm`` with wildcard Reads; during other such Reads the same process writes one
+entry at a time. The same probes and Writes are measured with no Read running first: the
+figures are the latencies during the Reads over that idle baseline, from one run.
 """
 
 from __future__ import annotations
@@ -105,7 +105,8 @@ def _one_entry_writes(client_stub, device_id: int, schema: P4Schema, until: thre
 
 
 def read_stall(kind: str, entries: int = ENTRIES, reads: int = 3, interval_s: float = 0.001) -> dict[str, float]:
-    """Probe latency and one-entry Write time, idle and during wildcard Reads of ``entries``."""
+    """Probe latency and one-entry Write time, idle and during wildcard Reads of ``entries``
+    (``reads`` Reads with probes, as many with Writes)."""
     with contextlib.ExitStack() as stack:
         target = stack.enter_context(ProcessTarget(kind, pipeline_files("rail_switch"), (1, 2)))
         target.client.timeout = 300
@@ -129,7 +130,9 @@ def read_stall(kind: str, entries: int = ENTRIES, reads: int = 3, interval_s: fl
         during: list[float] = []
         busy_writes: list[float] = []
         read_s: list[float] = []
-        for _ in range(reads):
+        # probes during some Reads, one-entry Writes during others: a Write's own Python work
+        # would delay the probes beside it
+        for i in range(2 * reads):
             done = threading.Event()
             got: list[bytes] = []
 
@@ -141,13 +144,12 @@ def read_stall(kind: str, entries: int = ENTRIES, reads: int = 3, interval_s: fl
                 done.set()
 
             thread = threading.Thread(target=reader, daemon=True)
-            writer = threading.Thread(target=_one_entry_writes, daemon=True,
-                                      args=(stub, device_id, schema, done, 10_000, 0.02, busy_writes))
             thread.start()
-            writer.start()
-            during += probes.run(until=done)
+            if i % 2 == 0:
+                during += probes.run(until=done)
+            else:
+                _one_entry_writes(stub, device_id, schema, done, 10_000, 0.02, busy_writes)
             thread.join()
-            writer.join()
             n = len(p4runtime_pb2.ReadResponse.FromString(b"".join(got)).entities) if got else 0
             if n < entries:
                 raise RuntimeError(f"{kind}: a wildcard Read returned {n} of {entries} entries")
