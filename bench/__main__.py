@@ -78,6 +78,23 @@ def main(argv: list[str]) -> int:
         for q in ("p50", "p99"):
             rows.append(_row(f"added latency per hop, {q}", "us", py[f"{q}_us"] - base[f"{q}_us"],
                              (bm[f"{q}_us"] - base[f"{q}_us"]) if bm else None, "report"))
+        print("[bench] forwarding and Writes during a 65,536-entry wildcard Read ...", flush=True)
+        from bench import read_stall
+
+        reads = 2 if args.quick else 5
+        rs_py = read_stall.read_stall("python-process", reads=reads)
+        rs_bm = read_stall.read_stall("bmv2", reads=reads) if have_bmv2 else None
+        for q, goal in (("p50", "report"), ("p99", "< 5,000 us")):
+            rows.append(_row(f"latency added during a 65,536-entry Read, {q}", "us", 1e3 * rs_py[f"added_{q}_ms"],
+                             1e3 * rs_bm[f"added_{q}_ms"] if rs_bm else None, goal))
+        rows.append(_row("one-entry Write, idle, median", "ms", rs_py["write_idle_ms_median"],
+                         rs_bm["write_idle_ms_median"] if rs_bm else None, "report"))
+        rows.append(_row("one-entry Write during the Read, median", "ms", rs_py["write_during_read_ms_median"],
+                         rs_bm["write_during_read_ms_median"] if rs_bm else None, "report"))
+        rows.append(_row("one-entry Write during the Read, worst", "ms", rs_py["write_during_read_ms_max"],
+                         rs_bm["write_during_read_ms_max"] if rs_bm else None, "report"))
+        rows.append(_row("wildcard Read of 65,536 entries, median", "s", rs_py["read_s_median"],
+                         rs_bm["read_s_median"] if rs_bm else None, "report"))
         print("[bench] 16-switch fabric bring-up ...", flush=True)
         from bench import fabric_bringup
 

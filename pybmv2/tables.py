@@ -11,12 +11,18 @@ a tuple with one element per match field:
 - optional: ``(value, mask)`` where the mask is all ones or zero (wildcard)
 
 Priorities follow P4Runtime: a larger number wins.
+
+Entries are copy-on-write: once inserted, a :class:`TableEntry` is never changed by the
+control plane (:meth:`MatchTable.modify`, :meth:`MatchTable.modify_indirect` and
+:meth:`MatchTable.replace` swap in a changed copy), so a reader holding entries taken from
+:meth:`MatchTable.entries` sees each one as it was when it took them. Only the data path
+updates an entry in place (its direct counter and meter state).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pybmv2.errors import (
@@ -237,13 +243,17 @@ class MatchTable:
         self._index(entry)
         return entry
 
+    def _lpm_key(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The key of an exact+LPM entry in its prefix length's bucket."""
+        pos = self._lpm_pos
+        return (*tuple(key[:pos]), key[pos][0], *tuple(key[pos + 1:]))
+
     def _index(self, entry: TableEntry) -> None:
         if self.mode == "exact":
             self._exact[entry.key] = entry
         elif self.mode == "lpm":
-            pos = self._lpm_pos
-            value, plen = entry.key[pos]
-            lk = (*tuple(entry.key[:pos]), value, *tuple(entry.key[pos + 1:]))
+            _, plen = entry.key[self._lpm_pos]
+            lk = self._lpm_key(entry.key)
             bucket = self._lpm.get(plen)
             if bucket is None:
                 bucket = self._lpm[plen] = {}
@@ -258,11 +268,9 @@ class MatchTable:
         if self.mode == "exact":
             del self._exact[entry.key]
         elif self.mode == "lpm":
-            pos = self._lpm_pos
-            value, plen = entry.key[pos]
-            lk = (*tuple(entry.key[:pos]), value, *tuple(entry.key[pos + 1:]))
+            _, plen = entry.key[self._lpm_pos]
             bucket = self._lpm[plen]
-            del bucket[lk]
+            del bucket[self._lpm_key(entry.key)]
             if not bucket:
                 del self._lpm[plen]
                 self._lpm_lengths = sorted(self._lpm, reverse=True)
@@ -277,13 +285,37 @@ class MatchTable:
             raise EntryNotFoundError(f"table {self.name!r}: no such entry") from None
 
     def modify(self, key: tuple[Any, ...], priority: int, action: ActionCall) -> TableEntry:
+        """Give an entry another action; return the new entry (the old one is unchanged)."""
         self.validate_key(key, priority)
         entry = self.find(key, priority)
         if entry.is_const:
             raise InvalidEntryError(f"table {self.name!r}: const entries cannot be modified")
         self.validate_action(action)
-        entry.action = action
-        return entry
+        return self.replace(entry, action=action)
+
+    def replace(self, entry: TableEntry, **changes: Any) -> TableEntry:
+        """Swap ``entry`` for a copy with ``changes`` (fields of :class:`TableEntry`).
+
+        The copy takes the entry's place everywhere lookups find it and keeps its handle,
+        counters and meter unless ``changes`` say otherwise; ``entry`` itself is left as it
+        was, for whoever still holds it. Call it under the switch's lock, as every change.
+        """
+        if not self.holds(entry):
+            raise EntryNotFoundError(f"table {self.name!r}: no such entry")
+        if "key" in changes or "priority" in changes or "handle" in changes:
+            raise InvalidEntryError("an entry's key, priority and handle cannot change")
+        changes.setdefault("extra", dict(entry.extra))
+        new = replace(entry, **changes)
+        self._by_key[self._store_key(entry.key, entry.priority)] = new
+        if self.mode == "exact":
+            self._exact[entry.key] = new
+        elif self.mode == "lpm":
+            _, plen = entry.key[self._lpm_pos]
+            self._lpm[plen][self._lpm_key(entry.key)] = new
+        else:
+            ternary = self._ternary  # same priority and handle: the order is kept
+            ternary[next(i for i, e in enumerate(ternary) if e is entry)] = new
+        return new
 
     def delete(self, key: tuple[Any, ...], priority: int = 0) -> TableEntry:
         self.validate_key(key, priority)
@@ -308,13 +340,12 @@ class MatchTable:
 
     def modify_indirect(self, key: tuple[Any, ...], priority: int,
                         index: IndirectIndex) -> TableEntry:
-        """Point an indirect table's entry to another member or group."""
+        """Point an indirect table's entry to another member or group; return the new entry."""
         self.validate_key(key, priority)
         entry = self.find(key, priority)
         self._ref_indirect(index, 1)
         self._ref_indirect(entry.indirect, -1)
-        entry.indirect = index
-        return entry
+        return self.replace(entry, indirect=index)
 
     def clear(self) -> None:
         for entry in [e for e in self._by_key.values() if not e.is_const]:
@@ -330,6 +361,7 @@ class MatchTable:
         self.default = action
 
     def entries(self) -> Iterator[TableEntry]:
+        """The entries, from a copy of the table's list taken now (one cheap C-level copy)."""
         return iter(list(self._by_key.values()))
 
     def holds(self, entry: TableEntry) -> bool:

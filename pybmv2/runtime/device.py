@@ -1,10 +1,17 @@
 """The P4Runtime state of one device, free of gRPC I/O: PI's ``DeviceMgr`` for V1Switch.
 
 :class:`DeviceManager` owns the committed :class:`~pybmv2.runtime.pipeline.Pipeline`, runs
-SetForwardingPipelineConfig actions, Write batches and Reads against the switch (under
-``switch.lock``), turns frames the switch sends to its CPU port into PacketIn messages and
-digest samples into DigestList messages. Stream messages for controllers leave through
+SetForwardingPipelineConfig actions, Write batches and Reads against the switch, turns frames
+the switch sends to its CPU port into PacketIn messages and digest samples into DigestList
+messages. Stream messages for controllers leave through
 :attr:`DeviceManager.on_stream_message`, which the gRPC service points at the primaries.
+
+Locking. ``switch.lock`` is the data path's: a Write takes it for one update at a time, so
+packets flow between the updates of a long batch. The device's batch lock is held for a
+whole Write batch and pipeline change, and by a Read while it takes its snapshot: a Read
+sees the state before or after a batch, never a mix. A table Read holds no lock while it
+encodes its entries (:mod:`~pybmv2.runtime.table_reads`), so neither packets nor Writes wait
+for a long Read beyond the copy of the tables' entry lists.
 """
 
 from __future__ import annotations
@@ -13,14 +20,21 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TypeVar
+from typing import TypeAlias, TypeVar
 
 import grpc
 from google.rpc import status_pb2
 from p4.v1 import p4runtime_pb2
 
 from pybmv2.errors import TargetError
-from pybmv2.runtime import direct_meter_ops, extern_ops, profile_ops, table_ops
+from pybmv2.runtime import (
+    direct_meter_ops,
+    extern_ops,
+    profile_ops,
+    reconcile,
+    table_ops,
+    table_reads,
+)
 from pybmv2.runtime.errors import P4RuntimeError, batch_status, from_target_error
 from pybmv2.runtime.packetio import packet_in_message, packet_out_frame
 from pybmv2.runtime.pipeline import Pipeline, build_pipeline
@@ -35,8 +49,12 @@ Frames = list[tuple[int, bytes]]
 SetAction = p4runtime_pb2.SetForwardingPipelineConfigRequest
 GetType = p4runtime_pb2.GetForwardingPipelineConfigRequest
 U = TypeVar("U")
+#: a piece of a Read's response: a table snapshot to encode, or read already
+ReadPart: TypeAlias = "table_reads.TableRead | table_reads.DirectRead | bytes | p4runtime_pb2.ReadResponse"
 #: how often digest timeouts are checked while some digest has one
 TICK_SECONDS = 0.01
+#: how long a table Read's encoding gives the GIL away between two chunks of entries
+READ_YIELD_SECONDS = 0.0001
 
 
 def _unimplemented(message: str) -> P4RuntimeError:
@@ -73,9 +91,13 @@ class DeviceManager:
             = None
         self.packet_out_injector: Callable[[int, bytes], None] | None = None
         self.packet_out_sink: Callable[[Frames], None] | None = None
+        #: called between chunks of a table Read's encoding, with no lock held (tests use
+        #: it to pause a Read there)
+        self.read_hook: Callable[[], None] | None = None
         self._pipeline: Pipeline | None = None
         self._saved: Pipeline | None = None
         self._config_lock = threading.Lock()
+        self._batch_lock = threading.Lock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
 
@@ -120,8 +142,6 @@ class DeviceManager:
         if action == SetAction.UNSPECIFIED:
             raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT,
                                  "Invalid SetForwardingPipeline action")
-        if action == SetAction.RECONCILE_AND_COMMIT:
-            raise _unimplemented("RECONCILE_AND_COMMIT is not supported by this target")
         with self._config_lock:
             if action == SetAction.COMMIT:
                 if self._saved is None:
@@ -136,11 +156,17 @@ class DeviceManager:
                 self._saved = pipeline
             elif action == SetAction.VERIFY_AND_COMMIT:
                 self._commit(pipeline)
+            elif action == SetAction.RECONCILE_AND_COMMIT:
+                self._reconcile(pipeline)
             else:
                 raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT,
                                      f"Invalid SetForwardingPipeline action {action}")
 
     def _commit(self, pipeline: Pipeline) -> None:
+        with self._batch_lock:
+            self._commit_locked(pipeline)
+
+    def _commit_locked(self, pipeline: Pipeline) -> None:
         with self.switch.lock:
             self.switch.load(pipeline.program)
             self.switch.on_digest = self._on_digest
@@ -148,6 +174,29 @@ class DeviceManager:
             self._saved = None
         log.info("device %d: committed pipeline with %d tables", self.device_id,
                  len(pipeline.index.tables))
+
+    def _reconcile(self, pipeline: Pipeline) -> None:
+        """PI's RECONCILE_AND_COMMIT (:mod:`~pybmv2.runtime.reconcile`): the state read from
+        the current pipeline is written to ``pipeline`` before it is committed.
+
+        An error reading the state changes nothing. When some of it cannot be written the
+        new pipeline is committed with the rest, and UNKNOWN "Error when reconciling config"
+        raised, as PI answers; on BMv2, PI then leaves the old program in the data plane and
+        the device unable to take another pipeline, which is not imitated. With no pipeline
+        yet there is nothing to keep (simple_switch_grpc 1.15 crashes).
+        """
+        with self._batch_lock:
+            saved: list[p4runtime_pb2.Entity] = []
+            if self._pipeline is not None:
+                request = reconcile.forwarding_state_request(self.device_id)
+                parts, error = self._snapshot(self._pipeline, request)
+                if error is not None:
+                    raise error
+                saved = list(p4runtime_pb2.ReadResponse.FromString(self._encode(parts)).entities)
+            try:  # the new pipeline is not live yet: packets need not wait for the replay
+                reconcile.replay(saved, lambda update: self._write_one(pipeline, update))
+            finally:
+                self._commit_locked(pipeline)
 
     def get_pipeline(self, response_type: int) -> p4runtime_pb2.ForwardingPipelineConfig:
         """PI's ``pipeline_config_get``; the cookie is always included when set."""
@@ -187,23 +236,23 @@ class DeviceManager:
         results: list[P4RuntimeError | None] = []
         append = results.append
         lock = self.switch.lock
-        with lock:
+        with self._batch_lock:  # a Read sees the state before or after the whole batch
             p = self.require_pipeline()
-        if atomicity != p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR:
-            raise _unimplemented(
-                "Support for atomic write modes has not been implemented yet")
-        # one update at a time under the switch's lock, as BMv2 takes its table locks per
-        # update: packets keep flowing between the updates of a long batch instead of
-        # waiting (with their ingress timestamps already taken) for the whole batch
-        for update in updates:
-            try:
-                with lock:
-                    apply(p, update)
-                append(None)
-            except P4RuntimeError as exc:
-                append(exc)
-            except TargetError as exc:
-                append(from_target_error(exc))
+            if atomicity != p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR:
+                raise _unimplemented(
+                    "Support for atomic write modes has not been implemented yet")
+            # one update at a time under the switch's lock, as BMv2 takes its table locks
+            # per update: packets keep flowing between the updates of a long batch instead
+            # of waiting (with their ingress timestamps already taken) for the whole batch
+            for update in updates:
+                try:
+                    with lock:
+                        apply(p, update)
+                    append(None)
+                except P4RuntimeError as exc:
+                    append(exc)
+                except TargetError as exc:
+                    append(from_target_error(exc))
         for i, r in enumerate(results):
             if r is not None:
                 log.debug("device %d: update %d failed: %s", self.device_id, i, r)
@@ -244,35 +293,81 @@ class DeviceManager:
 
     def read(self, request: p4runtime_pb2.ReadRequest
              ) -> tuple[p4runtime_pb2.ReadResponse, P4RuntimeError | None]:
-        """Read every entity; on the first error stop and return what was read (PI)."""
-        response = p4runtime_pb2.ReadResponse()
-        lock = self.switch.lock
-        with lock:
+        """:meth:`read_serialized`, parsed into a ReadResponse."""
+        data, error = self.read_serialized(request)
+        return p4runtime_pb2.ReadResponse.FromString(data), error
+
+    def read_serialized(self, request: p4runtime_pb2.ReadRequest
+                        ) -> tuple[bytes, P4RuntimeError | None]:
+        """Read every entity, as the wire bytes of one ReadResponse; on the first error stop
+        and return what was read before it, and the error (PI).
+
+        The entities are taken under the batch lock (table entries as a snapshot) and the
+        table entries encoded after it is released; raises P4RuntimeError without a
+        pipeline.
+        """
+        with self._batch_lock:
             p = self.require_pipeline()
+            parts, error = self._snapshot(p, request)
+        return self._encode(parts), error
+
+    def _snapshot(self, p: Pipeline, request: p4runtime_pb2.ReadRequest
+                  ) -> tuple[list[ReadPart], P4RuntimeError | None]:
+        """What a Read returns, up to the encoding of table entries; hold the batch lock."""
+        parts: list[ReadPart] = []
         for entity in request.entities:
             try:
-                if entity.WhichOneof("entity") == "table_entry":  # big: takes the lock a chunk at a time
-                    table_ops.read_table_entries(p, entity.table_entry, response, lock)
+                if entity.WhichOneof("entity") == "table_entry":
+                    parts += table_reads.snapshot(p, entity.table_entry)
                 else:
-                    with lock:
-                        self._read_one(p, entity, response)
+                    response = p4runtime_pb2.ReadResponse()
+                    with self.switch.lock:
+                        direct = self._read_one(p, entity, response)
+                    parts.append(response if direct is None else direct)
             except P4RuntimeError as exc:
-                return response, exc
+                return parts, exc
             except TargetError as exc:
-                return response, from_target_error(exc)
-        return response, None
+                return parts, from_target_error(exc)
+        return parts, None
+
+    def _encode(self, parts: list[ReadPart]) -> bytes:
+        """The ReadResponse of a snapshot's parts (table entries encoded now)."""
+        out: list[bytes] = []
+        for part in parts:
+            if isinstance(part, table_reads.TableRead):
+                out += table_reads.encode(part, self._read_pause)
+            elif isinstance(part, table_reads.DirectRead):
+                out += table_reads.encode_direct(part, self._read_pause)
+            elif isinstance(part, bytes):
+                out.append(part)
+            else:
+                out.append(part.SerializeToString())
+        return b"".join(out)
+
+    def _read_pause(self) -> None:
+        """Between chunks of a table Read's encoding: let the packet threads run.
+
+        A sleep of :data:`READ_YIELD_SECONDS`, not ``sleep(0)``: that releases the GIL but
+        mostly takes it back before a waiting thread wakes up, which then waits for the
+        interpreter's switch interval (5 ms).
+        """
+        if self.read_hook is not None:
+            self.read_hook()
+        time.sleep(READ_YIELD_SECONDS)
 
     def _read_one(self, p: Pipeline, entity: p4runtime_pb2.Entity,
-                  response: p4runtime_pb2.ReadResponse) -> None:
+                  response: p4runtime_pb2.ReadResponse) -> table_reads.DirectRead | None:
+        """Read a non-table entity into ``response``; a wildcard read of direct counters or
+        meters is returned instead, to be encoded without the lock."""
         which = entity.WhichOneof("entity")
         if which == "counter_entry":
             extern_ops.read_counters(p, entity.counter_entry, response)
         elif which == "direct_counter_entry":
-            table_ops.read_direct_counters(p, entity.direct_counter_entry, response)
+            return table_ops.read_direct_counters(p, entity.direct_counter_entry, response)
         elif which == "meter_entry":
             extern_ops.read_meters(p, entity.meter_entry, response)
         elif which == "direct_meter_entry":
-            direct_meter_ops.read_direct_meters(p, entity.direct_meter_entry, response)
+            return direct_meter_ops.read_direct_meters(p, entity.direct_meter_entry, response)
         elif which == "packet_replication_engine_entry":
             extern_ops.read_pre(p, self.switch, entity.packet_replication_engine_entry,
                                 response)
@@ -289,6 +384,7 @@ class DeviceManager:
             raise _unimplemented("ValueSet reads are not supported yet")
         else:
             raise P4RuntimeError(grpc.StatusCode.UNKNOWN, "Incorrect entity type")
+        return None
 
     # -- packet I/O and digests ------------------------------------------------------------
 

@@ -12,11 +12,12 @@ import grpc
 from p4.v1 import p4runtime_pb2
 
 from pybmv2.externs import meter_cell
-from pybmv2.runtime.codec import decode_meter_config, encode_match_key, encode_meter_config, invalid
+from pybmv2.runtime.codec import decode_meter_config, encode_meter_config, invalid
 from pybmv2.runtime.errors import P4RuntimeError
 from pybmv2.runtime.p4info import TableBinding
 from pybmv2.runtime.pipeline import Pipeline
 from pybmv2.runtime.table_ops import entry_of
+from pybmv2.runtime.table_reads import DirectRead, snapshot_direct
 from pybmv2.tables import MatchTable, TableEntry
 
 __all__ = ["read_direct_meters", "write_direct_meter"]
@@ -54,7 +55,7 @@ def write_direct_meter(p: Pipeline, update_type: int,
     rates = decode_meter_config(msg.config if msg.HasField("config") else None)
     if entry is None:
         raise _default_entry_error("writing direct meter spec")
-    entry.meter = meter_cell(rates)
+    table.replace(entry, meter=meter_cell(rates))  # copy-on-write (pybmv2.tables)
 
 
 def _encode(entry: TableEntry, out: p4runtime_pb2.DirectMeterEntry) -> None:
@@ -63,8 +64,9 @@ def _encode(entry: TableEntry, out: p4runtime_pb2.DirectMeterEntry) -> None:
 
 
 def read_direct_meters(p: Pipeline, msg: p4runtime_pb2.DirectMeterEntry,
-                       response: p4runtime_pb2.ReadResponse) -> None:
-    """One entry's meter (the request's table entry echoed), or those of every entry."""
+                       response: p4runtime_pb2.ReadResponse) -> DirectRead | None:
+    """One entry's meter (the request's table entry echoed, added to ``response``), or those
+    of every entry, returned as a snapshot to encode without the lock."""
     if msg.HasField("table_entry") and msg.table_entry.table_id == 0:
         raise P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED,
                              "Reading all direct meters for ALL tables is not supported yet")
@@ -78,9 +80,5 @@ def read_direct_meters(p: Pipeline, msg: p4runtime_pb2.DirectMeterEntry,
         out = response.entities.add().direct_meter_entry
         out.table_entry.CopyFrom(requested)
         _encode(entry, out)
-        return
-    for entry in table.entries():
-        out = response.entities.add().direct_meter_entry
-        out.table_entry.table_id = tb.info.id
-        encode_match_key(tb, entry.key, entry.priority, out.table_entry)
-        _encode(entry, out)
+        return None
+    return snapshot_direct(p, tb, table, "meter")

@@ -31,6 +31,7 @@ from pybmv2.runtime.p4info import (
 )
 from pybmv2.runtime.packetio import PACKET_IN, PACKET_OUT
 from pybmv2.runtime.profile_ops import ProfileManager
+from pybmv2.runtime.read_wire import TableEncoder
 from pybmv2.runtime.values import ActionValue
 from pybmv2.tables import ActionCall, MatchTable
 
@@ -73,6 +74,8 @@ class Pipeline:
     action_calls: dict[tuple[int, ActionValue], ActionCall] = field(default_factory=dict)
     #: P4Info action profile id -> its member and group state
     profiles: dict[int, ProfileManager] = field(default_factory=dict)
+    #: P4Info table id -> the wire encoder of its entries (a cache, filled by reads)
+    read_encoders: dict[int, TableEncoder] = field(default_factory=dict)
 
     def table(self, table_id: int) -> tuple[TableBinding, MatchTable]:
         """The binding and target table of a P4Info table id (INVALID_ARGUMENT if none)."""

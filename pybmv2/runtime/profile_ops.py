@@ -1,11 +1,19 @@
-"""ActionProfileMember and ActionProfileGroup writes and reads (P4Runtime "manual" mode).
+"""ActionProfileMember and ActionProfileGroup writes and reads, and one-shot selector groups.
 
-This follows PI's ``ActionProfAccessManual`` (``action_prof_mgr.cpp``) over BMv2's action
-profiles, including how weights are programmed: a member of weight *w* in some group is
-backed by *w* target members (copies of its action, created on demand, the surplus deleted
-when no group needs them), and a group holds one target member per unit of weight. Since a
-selector picks among a group's target members in handle order, this is what makes member
-choice (and read-backs) match simple_switch_grpc. Callers hold the switch lock.
+Manual mode follows PI's ``ActionProfAccessManual`` (``action_prof_mgr.cpp``) over BMv2's
+action profiles, including how weights are programmed: a member of weight *w* in some group
+is backed by *w* target members (copies of its action, created on demand, the surplus
+deleted when no group needs them), and a group holds one target member per unit of weight.
+Since a selector picks among a group's target members in handle order, this is what makes
+member choice (and read-backs) match simple_switch_grpc.
+
+One-shot mode (a table entry's ``action_profile_action_set``) follows PI's
+``ActionProfAccessOneshot``: each entry gets a hidden group with one target member per unit
+of each action's weight, in the order given, deleted with the entry (or replaced by a new
+group on MODIFY); the entry reads back as the action set it was written with. A profile is
+in one mode at a time: it takes the mode of its first use and can switch only while empty
+("Invalid attempt to mix action selector programming modes" otherwise), and reading its
+members or groups is manual-mode use. Callers hold the switch lock.
 """
 
 from __future__ import annotations
@@ -21,13 +29,15 @@ from pybmv2.errors import TargetError
 from pybmv2.runtime.codec import action_call, encode_action, invalid
 from pybmv2.runtime.errors import P4RuntimeError
 from pybmv2.runtime.p4info import ActionProfileInfo, P4Ids, TableBinding
+from pybmv2.runtime.read_wire import OneShotAction
 from pybmv2.runtime.values import action_from_proto
 from pybmv2.tables import ActionCall, IndirectIndex
 
 if TYPE_CHECKING:
     from pybmv2.runtime.pipeline import Pipeline
 
-__all__ = ["ProfileManager", "read_groups", "read_members", "write_group", "write_member"]
+__all__ = ["IndirectView", "OneShotPlan", "ProfileManager", "read_groups", "read_members",
+           "write_group", "write_member"]
 
 Update = p4runtime_pb2.Update
 
@@ -58,6 +68,39 @@ class GroupState:
     membership: dict[int, int] = field(default_factory=dict)  # member id -> weight
 
 
+@dataclass(frozen=True)
+class OneShotPlan:
+    """A validated one-shot action set, before its group is created."""
+
+    actions: tuple[OneShotAction, ...]
+
+
+@dataclass(frozen=True)
+class OneShotGroup:
+    """A one-shot group: its target member handles (in creation order) and action set."""
+
+    members: tuple[int, ...]
+    actions: tuple[OneShotAction, ...]
+
+
+@dataclass(frozen=True)
+class IndirectView:
+    """A copy of a profile's handle -> id maps: what a read encodes without the lock."""
+
+    member_ids: dict[int, int]
+    group_ids: dict[int, int]
+    oneshot: dict[int, tuple[OneShotAction, ...]]
+
+
+def _watch(action: p4runtime_pb2.ActionProfileAction) -> tuple[str, int | bytes]:
+    which = action.WhichOneof("watch_kind")
+    if which == "watch":
+        return which, action.watch
+    if which == "watch_port":
+        return which, action.watch_port
+    return "", 0
+
+
 class ProfileManager:
     """The P4Runtime state of one action profile: member and group ids and handles."""
 
@@ -70,16 +113,37 @@ class ProfileManager:
         self.groups: dict[int, GroupState] = {}
         self.member_of_handle: dict[int, int] = {}
         self.group_of_handle: dict[int, int] = {}
+        #: PI's selector usage: None until first used, then "manual" or "oneshot"
+        self.mode: str | None = None
+        #: one-shot group handle -> its members and action set
+        self.oneshot_groups: dict[int, OneShotGroup] = {}
+
+    # -- programming mode ----------------------------------------------------------------
+
+    def use(self, mode: str) -> None:
+        """PI's ``check_selector_usage``: enter ``mode`` unless the other one holds state."""
+        if self.mode == mode:
+            return
+        empty = (not self.oneshot_groups if self.mode == "oneshot"
+                 else not self.members and not self.groups)
+        if self.mode is not None and not empty:
+            raise invalid("Invalid attempt to mix action selector programming modes")
+        self.mode = mode
 
     # -- members -------------------------------------------------------------------------
 
-    def _call(self, p: Pipeline, action: p4runtime_pb2.Action) -> tuple[ActionCall, TableBinding]:
-        if not p.index.is_valid_id(action.action_id, P4Ids.ACTION):
+    def _check_action_id(self, p: Pipeline, action_id: int) -> TableBinding:
+        """PI's ``validate_action`` of a profile: the binding of a table that has it."""
+        if not p.index.is_valid_id(action_id, P4Ids.ACTION):
             raise invalid("Invalid P4 id")
         for tb in self.bindings:
-            if action.action_id in tb.to_target_action:
-                return action_call(p.index, tb, action_from_proto(action)), tb
+            if action_id in tb.to_target_action:
+                return tb
         raise invalid("Invalid action for action profile")
+
+    def _call(self, p: Pipeline, action: p4runtime_pb2.Action) -> tuple[ActionCall, TableBinding]:
+        tb = self._check_action_id(p, action.action_id)
+        return action_call(p.index, tb, action_from_proto(action)), tb
 
     def member_create(self, p: Pipeline, msg: p4runtime_pb2.ActionProfileMember) -> None:
         call, tb = self._call(p, msg.action)
@@ -208,23 +272,72 @@ class ProfileManager:
     def index_of(self, kind: str, indirect_id: int) -> IndirectIndex:
         """The target index of a table action's member or group id (PI's
         ``construct_action_entry_indirect``)."""
+        self.use("manual")
         if kind == "action_profile_member_id" and indirect_id in self.members:
             return IndirectIndex(self.members[indirect_id].handles[0])
         if kind == "action_profile_group_id" and indirect_id in self.groups:
             return IndirectIndex(self.groups[indirect_id].handle, is_group=True)
         raise invalid("Invalid member / group id")
 
-    def encode_index(self, index: IndirectIndex, action: p4runtime_pb2.TableAction) -> None:
-        if index.is_group:
-            action.action_profile_group_id = self.group_of_handle[index.handle]
-        else:
-            action.action_profile_member_id = self.member_of_handle[index.handle]
+    def view(self) -> IndirectView:
+        """A copy of the maps a table read needs, to encode its entries without the lock."""
+        return IndirectView(dict(self.member_of_handle), dict(self.group_of_handle),
+                            {h: g.actions for h, g in self.oneshot_groups.items()})
+
+    # -- one-shot groups -----------------------------------------------------------------
+
+    def oneshot_plan(self, p: Pipeline, action_set: p4runtime_pb2.ActionProfileActionSet
+                     ) -> OneShotPlan:
+        """PI's ``group_create`` checks, in its order, with nothing created yet."""
+        self.use("oneshot")
+        actions = action_set.action_profile_actions
+        if not actions:
+            raise _error(grpc.StatusCode.UNIMPLEMENTED,
+                         "No support for empty action profile groups")
+        for a in actions:
+            self._check_action_id(p, a.action.action_id)
+        if any(a.weight <= 0 for a in actions):
+            raise invalid("Member weight must be a positive integer value")
+        if self.info.max_group_size > 0 and sum(a.weight for a in actions) > \
+                self.info.max_group_size:
+            raise _error(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                         "Sum of weights exceeds static max_group_size (from P4Info)")
+        return OneShotPlan(tuple((self._call(p, a.action)[0], a.weight, *_watch(a))
+                                 for a in actions))
+
+    def oneshot_create(self, plan: OneShotPlan, failure: str) -> IndirectIndex:
+        """Create a planned group: one target member per unit of weight, in order.
+
+        ``failure`` is the message of the UNKNOWN error of a profile without a selector: BMv2
+        creates the group there, and then refuses the table entry that points to it.
+        """
+        if not self.profile.with_selector:
+            raise _unknown(failure)
+        handles = [self.profile.add_member(call)
+                   for call, weight, _, _ in plan.actions for _ in range(weight)]
+        group = self.profile.create_group()
+        for handle in handles:
+            self.profile.group_add_member(group, handle)
+        self.oneshot_groups[group] = OneShotGroup(tuple(handles), plan.actions)
+        return IndirectIndex(group, is_group=True)
+
+    def oneshot_delete(self, index: IndirectIndex | None) -> None:
+        """Delete the group of a one-shot entry (no-op for other indexes)."""
+        if index is None or not index.is_group:
+            return
+        group = self.oneshot_groups.pop(index.handle, None)
+        if group is None:
+            return
+        self.profile.delete_group(index.handle)
+        for handle in group.members:
+            self.profile.delete_member(handle)
 
     # -- reads ---------------------------------------------------------------------------
 
     def read_members(self, p: Pipeline, member_id: int,
                      response: p4runtime_pb2.ReadResponse) -> None:
         """One entity per target member, in handle order (weighted copies included)."""
+        self.use("manual")
         if member_id:
             state = self.members.get(member_id)
             handles = [state.handles[0]] if state is not None else []
@@ -239,6 +352,7 @@ class ProfileManager:
             out.member_id = mid
 
     def read_groups(self, group_id: int, response: p4runtime_pb2.ReadResponse) -> None:
+        self.use("manual")
         if group_id:
             group = self.groups.get(group_id)
             handles = [group.handle] if group is not None else []
@@ -273,6 +387,7 @@ def _check_update(kind: int) -> None:
 
 def write_member(p: Pipeline, kind: int, msg: p4runtime_pb2.ActionProfileMember) -> None:
     mgr = _manager(p, msg.action_profile_id)
+    mgr.use("manual")
     _check_update(kind)
     if kind == Update.INSERT:
         mgr.member_create(p, msg)
@@ -284,6 +399,7 @@ def write_member(p: Pipeline, kind: int, msg: p4runtime_pb2.ActionProfileMember)
 
 def write_group(p: Pipeline, kind: int, msg: p4runtime_pb2.ActionProfileGroup) -> None:
     mgr = _manager(p, msg.action_profile_id)
+    mgr.use("manual")
     _check_update(kind)
     if kind == Update.INSERT:
         mgr.group_create(msg)

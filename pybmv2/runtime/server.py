@@ -30,15 +30,17 @@ samples become DigestList messages once a controller configured the digest (Dige
 All switch state changes happen under ``switch.lock``; hooks may be called from gRPC worker
 threads. ``deliver_outputs`` is thread-safe and never blocks on a client.
 
-Write fast path
-===============
+Write fast path, serialized reads
+=================================
 
 protobuf runs in pure Python here, so Write is registered with its request left serialized
 (:mod:`~pybmv2.runtime.raw_write`): a batch of plain table-entry updates is decoded by
 :mod:`~pybmv2.runtime.wire` and applied from plain values, any other request is parsed by
 protobuf as before. Both go through the same validation (:mod:`~pybmv2.runtime.codec`,
 :mod:`~pybmv2.runtime.table_ops`) and give the same responses and state;
-``ServerOptions(write_fast_path=False)`` turns the fast path off.
+``ServerOptions(write_fast_path=False)`` turns the fast path off. Read is registered the
+same way, with its responses already serialized (:mod:`~pybmv2.runtime.raw_read`): table
+entries are encoded straight to wire bytes, outside every lock.
 
 Example::
 
@@ -61,6 +63,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from pybmv2.runtime.device import DeviceManager, Frames
+from pybmv2.runtime.raw_read import RawReadHandler
 from pybmv2.runtime.raw_write import RawWriteHandler
 from pybmv2.runtime.service import API_VERSION, P4RuntimeServicer
 from pybmv2.switch import V1Switch
@@ -130,6 +133,7 @@ class P4RuntimeServer:
         )
         if self.options.write_fast_path:  # must come first: it takes over Write
             server.add_generic_rpc_handlers((RawWriteHandler(self.servicer.write_serialized),))
+        server.add_generic_rpc_handlers((RawReadHandler(self.servicer.read_serialized),))
         p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(self.servicer, server)
         try:
             port = server.add_insecure_port(self.requested_address)
@@ -146,7 +150,8 @@ class P4RuntimeServer:
         return port
 
     def stop(self, grace: float | None = None) -> None:
-        """Close every stream, stop serving and wait for the workers (idempotent)."""
+        """Stop serving (idempotent): every StreamChannel ends at once with UNAVAILABLE, as
+        when simple_switch_grpc dies, other RPCs in flight get ``grace`` seconds."""
         server, self._server = self._server, None
         if server is None:
             return

@@ -6,15 +6,23 @@ Request checks mirror PI's ``proto/server/pi_server.cpp``:
   a request without election id is accepted and one with an election id is
   PERMISSION_DENIED; with streams open only the primary's election id is accepted
   (PERMISSION_DENIED "Not primary" otherwise). A role nobody arbitrated for is NOT_FOUND.
-- Every RPC naming another device id than the server's is NOT_FOUND (spec; PI creates
-  device state lazily and answers FAILED_PRECONDITION instead).
+- Another device id than the server's is answered as PI's server answers it (PI keeps
+  state per device id, created on first use; BMv2 serves one device): a controller may
+  arbitrate for it and becomes its primary (its PacketOuts are ignored); Write checks that
+  device's arbitration, then Write, Read and GetForwardingPipelineConfig are
+  FAILED_PRECONDITION (no pipeline); SetForwardingPipelineConfig checks the arbitration,
+  then VERIFY succeeds, COMMIT is UNKNOWN "Error in second phase of device update" and the
+  other actions UNKNOWN "Error when trying to assign device". (PI then keeps a half-made
+  device, whose GetForwardingPipelineConfig answers an empty config and whose Read crashes
+  simple_switch_grpc 1.15; that is not imitated.)
 - Write/Read/GetForwardingPipelineConfig before a pipeline is set: FAILED_PRECONDITION.
 - A failed Write batch ends with UNKNOWN and a ``grpc-status-details-bin`` trailer holding
   the google.rpc.Status with one p4.v1.Error per update.
 - StreamChannel: arbitration as :mod:`pybmv2.runtime.arbitration`; PacketOut and
   DigestListAck are honoured only from a primary; PacketIn and DigestList go to the
   primaries. Stream errors (a malformed PacketOut) are only logged unless
-  ``stream_error_reporting`` is on (PI's default is off).
+  ``stream_error_reporting`` is on (PI's default is off). When the server stops, every
+  stream ends with UNAVAILABLE, as when simple_switch_grpc dies (SIGTERM, SIGINT).
 """
 
 from __future__ import annotations
@@ -32,17 +40,20 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from pybmv2.errors import TargetError
 from pybmv2.runtime.arbitration import Arbitration, election_id_of
-from pybmv2.runtime.device import DeviceManager
+from pybmv2.runtime.device import DeviceManager, no_pipeline
 from pybmv2.runtime.errors import ERROR_SPACE, P4RuntimeError, from_target_error
 from pybmv2.runtime.raw_write import parse_write_request
 from pybmv2.runtime.wire import decode_write_request
 
-__all__ = ["API_VERSION", "Connection", "P4RuntimeServicer"]
+__all__ = ["API_VERSION", "SHUTDOWN_MESSAGE", "Connection", "P4RuntimeServicer"]
 
 log = logging.getLogger(__name__)
 
 API_VERSION = "1.4.1"
+#: the details of the UNAVAILABLE status that ends every stream when the server stops
+SHUTDOWN_MESSAGE = "the switch is shutting down"
 _CLOSE = object()
+SetAction = p4runtime_pb2.SetForwardingPipelineConfigRequest
 _ids = count(1)
 
 
@@ -95,14 +106,13 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
     # -- helpers ----------------------------------------------------------------------
 
     def _check_device(self, device_id: int) -> None:
+        """Another device id than the server's: a device with no pipeline (PI)."""
         if device_id != self.device.device_id:
-            raise P4RuntimeError(grpc.StatusCode.NOT_FOUND,
-                                 f"Unknown device id {device_id}: this server serves "
-                                 f"device {self.device.device_id}")
+            raise no_pipeline()
 
     def _check_writer(self, device_id: int, role: str, election_id: int | None) -> None:
-        """The checks of a Write or SetForwardingPipelineConfig request's sender."""
-        self._check_device(device_id)
+        """The checks of a Write or SetForwardingPipelineConfig request's sender, against
+        the arbitration of the device it names (whichever it is, as PI)."""
         n = self.arbitration.count(device_id, role)
         if role and n == 0:
             raise P4RuntimeError(grpc.StatusCode.NOT_FOUND, f"Unknown role {role!r}")
@@ -110,6 +120,23 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             raise P4RuntimeError(grpc.StatusCode.PERMISSION_DENIED, "Not primary")
         if n > 0 and not self.arbitration.is_primary_id(device_id, role, election_id):
             raise P4RuntimeError(grpc.StatusCode.PERMISSION_DENIED, "Not primary")
+
+    @staticmethod
+    def _set_pipeline_elsewhere(action: int) -> None:
+        """PI's answer to a SetForwardingPipelineConfig for a device BMv2 cannot assign."""
+        if action == SetAction.UNSPECIFIED:
+            raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT,
+                                 "Invalid SetForwardingPipeline action")
+        if action == SetAction.VERIFY:
+            return
+        if action == SetAction.COMMIT:
+            raise P4RuntimeError(grpc.StatusCode.UNKNOWN, "Error in second phase of device update")
+        raise P4RuntimeError(grpc.StatusCode.UNKNOWN, "Error when trying to assign device")
+
+    def _is_ours(self, conn: Connection) -> bool:
+        """Whether a stream arbitrated for the server's own device."""
+        member = self.arbitration.member(conn)
+        return member is not None and member.device_id == self.device.device_id
 
     @staticmethod
     def _abort(context: grpc.ServicerContext, error: P4RuntimeError) -> NoReturn:
@@ -126,11 +153,13 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 self.packet_in_count += 1
 
     def close_all(self) -> None:
-        """End every open stream (server shutdown)."""
+        """End every open stream as the server shuts down: with UNAVAILABLE, what clients of
+        simple_switch_grpc see when it dies (its connections close); OK would tell them the
+        stream ended on purpose."""
         with self._connections_lock:
             conns = list(self._connections)
         for conn in conns:
-            conn.close()
+            conn.fail(P4RuntimeError(grpc.StatusCode.UNAVAILABLE, SHUTDOWN_MESSAGE))
 
     # -- unary RPCs -------------------------------------------------------------------
 
@@ -164,6 +193,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         """Check the sender, apply the batch, report failed updates as PI does."""
         try:
             self._check_writer(device_id, role, election_id)
+            self._check_device(device_id)
             status = apply()
         except P4RuntimeError as exc:
             self._abort(context, exc)
@@ -174,19 +204,25 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             context.set_details(status.message)
         return p4runtime_pb2.WriteResponse()
 
-    def Read(self, request: p4runtime_pb2.ReadRequest,
-             context: grpc.ServicerContext) -> Iterator[p4runtime_pb2.ReadResponse]:
+    def read_serialized(self, request: p4runtime_pb2.ReadRequest,
+                        context: grpc.ServicerContext) -> Iterator[bytes]:
+        """Read, yielding the ReadResponse as wire bytes (:mod:`pybmv2.runtime.raw_read`)."""
         try:
             self._check_device(request.device_id)
-            response, error = self.device.read(request)
+            data, error = self.device.read_serialized(request)
         except P4RuntimeError as exc:
             context.set_code(exc.code)
             context.set_details(exc.message)
             return
-        yield response
+        yield data
         if error is not None:
             context.set_code(error.code)
             context.set_details(error.message)
+
+    def Read(self, request: p4runtime_pb2.ReadRequest,
+             context: grpc.ServicerContext) -> Iterator[p4runtime_pb2.ReadResponse]:
+        for data in self.read_serialized(request, context):
+            yield p4runtime_pb2.ReadResponse.FromString(data)
 
     def SetForwardingPipelineConfig(
         self, request: p4runtime_pb2.SetForwardingPipelineConfigRequest,
@@ -194,7 +230,10 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
     ) -> p4runtime_pb2.SetForwardingPipelineConfigResponse:
         try:
             self._check_writer(request.device_id, request.role, election_id_of(request))
-            self.device.set_pipeline(request.action, request.config)
+            if request.device_id != self.device.device_id:
+                self._set_pipeline_elsewhere(request.action)
+            else:
+                self.device.set_pipeline(request.action, request.config)
         except P4RuntimeError as exc:
             log.warning("SetForwardingPipelineConfig failed: %s", exc)
             self._abort(context, exc)
@@ -254,7 +293,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 elif which == "packet":
                     self._packet_out(conn, request.packet)
                 elif which == "digest_ack":
-                    if self.arbitration.is_primary(conn):
+                    if self.arbitration.is_primary(conn) and self._is_ours(conn):
                         self.device.digest_ack(request.digest_ack)
                 else:
                     log.debug("stream %r: ignoring a %s message", conn, which)
@@ -271,14 +310,14 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def _arbitrate(self, conn: Connection,
                    msg: p4runtime_pb2.MasterArbitrationUpdate) -> None:
-        if self.arbitration.member(conn) is None:
-            self._check_device(msg.device_id)
         for target, response in self.arbitration.update(conn, msg):
             target.send(response)  # type: ignore[attr-defined]
 
     def _packet_out(self, conn: Connection, packet: p4runtime_pb2.PacketOut) -> None:
-        if not self.arbitration.is_primary(conn) or self.device.pipeline is None:
-            log.debug("stream %r: PacketOut from a non-primary client ignored", conn)
+        if not self.arbitration.is_primary(conn) or not self._is_ours(conn) \
+                or self.device.pipeline is None:
+            log.debug("stream %r: PacketOut from a non-primary client (or for another device, "
+                      "or before a pipeline) ignored", conn)
             return
         with self._packet_out_lock:
             try:

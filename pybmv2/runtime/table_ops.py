@@ -1,17 +1,15 @@
-"""TableEntry and DirectCounterEntry writes and reads against a committed pipeline.
+"""TableEntry writes, and DirectCounterEntry writes and reads, against a committed pipeline.
 
 The checks and their order follow PI's ``table_insert`` / ``table_modify`` /
-``table_delete`` / ``table_read_one`` / ``direct_counter_*`` (``device_mgr.cpp``), plus the
-spec rules PI leaves to the target: const tables and const entries are PERMISSION_DENIED,
-``is_const`` in a write and INSERT into a keyless table are INVALID_ARGUMENT, a full table is
-RESOURCE_EXHAUSTED. Wildcard reads also honour the spec's action/priority/metadata filters.
-Callers hold the switch lock.
+``table_delete`` / ``direct_counter_*`` (``device_mgr.cpp``), plus the spec rules PI leaves
+to the target: const tables and const entries are PERMISSION_DENIED, ``is_const`` in a write
+and INSERT into a keyless table are INVALID_ARGUMENT, a full table is RESOURCE_EXHAUSTED.
+An indirect table's entry may name a member, a group or a one-shot action set
+(:mod:`~pybmv2.runtime.profile_ops`). TableEntry reads live in
+:mod:`~pybmv2.runtime.table_reads`. Callers hold the switch lock.
 """
 
 from __future__ import annotations
-
-import time
-from contextlib import AbstractContextManager
 
 import grpc
 from p4.v1 import p4runtime_pb2
@@ -23,10 +21,7 @@ from pybmv2.runtime.codec import (
     check_table_action,
     decode_match_key,
     decode_meter_config,
-    encode_action,
     encode_counter_data,
-    encode_match_key,
-    encode_meter_config,
     invalid,
     key_from_values,
     merge_counter_data,
@@ -35,11 +30,12 @@ from pybmv2.runtime.codec import (
 from pybmv2.runtime.errors import P4RuntimeError, from_target_error
 from pybmv2.runtime.p4info import P4Ids, TableBinding
 from pybmv2.runtime.pipeline import Pipeline, invalid_id
+from pybmv2.runtime.profile_ops import OneShotPlan
+from pybmv2.runtime.table_reads import DirectRead, snapshot_direct
 from pybmv2.runtime.values import EntryValue
 from pybmv2.tables import NO_ACTION, ActionCall, IndirectIndex, MatchTable, TableEntry
 
-__all__ = ["entry_of", "read_direct_counters", "read_table_entries", "write_direct_counter",
-           "write_table_entry"]
+__all__ = ["entry_of", "read_direct_counters", "write_direct_counter", "write_table_entry"]
 
 Update = p4runtime_pb2.Update
 #: how many distinct (table, action) pairs a pipeline memoizes
@@ -106,16 +102,35 @@ def _check_indirect_action(tb: TableBinding, msg: EntryValue) -> None:
         raise invalid(f"Cannot set / reset default action for indirect table {tb.info.id}")
     if msg.action_kind == "action":
         raise invalid(f"Cannot provide direct action for indirect table {tb.info.id}")
-    if msg.action_kind == "action_profile_action_set":
-        raise P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED,
-                             "one-shot action selector programming is not supported")
 
 
-def _indirect(p: Pipeline, tb: TableBinding, msg: EntryValue) -> IndirectIndex | None:
-    """The member or group of an indirect table's entry (None without an action)."""
+def _plan_indirect(p: Pipeline, tb: TableBinding, msg: EntryValue
+                   ) -> IndirectIndex | OneShotPlan | None:
+    """PI's ``construct_action_entry`` of an indirect table's entry: the member or group it
+    names, or the checked plan of its one-shot group (None without an action)."""
     if not tb.info.implementation_id or msg.action_kind is None:
         return None
-    return p.profiles[tb.info.implementation_id].index_of(msg.action_kind, msg.indirect_id)
+    mgr = p.profiles[tb.info.implementation_id]
+    if msg.action_kind == "action_profile_action_set":
+        assert msg.action_set is not None
+        return mgr.oneshot_plan(p, msg.action_set)
+    if msg.action_kind not in ("action_profile_member_id", "action_profile_group_id"):
+        raise invalid("Invalid table action type")
+    return mgr.index_of(msg.action_kind, msg.indirect_id)
+
+
+def _realize(p: Pipeline, tb: TableBinding, plan: IndirectIndex | OneShotPlan | None,
+             failure: str) -> IndirectIndex | None:
+    """The index of a planned indirect action, creating a one-shot group if it is one."""
+    if isinstance(plan, OneShotPlan):
+        return p.profiles[tb.info.implementation_id].oneshot_create(plan, failure)
+    return plan
+
+
+def _drop_oneshot(p: Pipeline, tb: TableBinding, index: IndirectIndex | None) -> None:
+    """Delete the group of a one-shot entry that left the table (no-op for other entries)."""
+    if tb.info.implementation_id and index is not None:
+        p.profiles[tb.info.implementation_id].oneshot_delete(index)
 
 
 def _call(p: Pipeline, tb: TableBinding, msg: EntryValue) -> ActionCall | None:
@@ -153,7 +168,7 @@ def write_table_entry(p: Pipeline, update_type: int, msg: EntryValue) -> None:
         elif update_type == Update.MODIFY:
             _modify(p, tb, table, msg)
         elif update_type == Update.DELETE:
-            _delete(tb, table, msg)
+            _delete(p, tb, table, msg)
         elif update_type == Update.UNSPECIFIED:
             raise invalid("Update type is not set")
         else:
@@ -175,20 +190,26 @@ def _insert(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -
     _check_action(p, tb, msg)
     call = _call(p, tb, msg)
     assert call is not None
+    plan = _plan_indirect(p, tb, msg)
     rates = _check_direct_resources(tb, msg)
     _check_ttl(tb, msg)
     if _find(table, key, priority) is not None:
         raise P4RuntimeError(grpc.StatusCode.ALREADY_EXISTS,
                              "Match entry exists, use MODIFY if you wish to change action")
-    entry = TableEntry(key, call, priority, metadata=msg.controller_metadata,
-                       indirect=_indirect(p, tb, msg))
+    index = _realize(p, tb, plan, "Error when adding match entry to target")
+    entry = TableEntry(key, call, priority, metadata=msg.controller_metadata, indirect=index)
     if msg.metadata:
         entry.extra["metadata"] = msg.metadata
-    table.insert(entry)
     entry.meter = meter_cell(rates)
     if msg.counter_data is not None:
         entry.packets, entry.bytes = merge_counts(
             _counter_unit(p, tb), msg.counter_data, (0, 0))
+    try:
+        table.insert(entry)  # from here on the entry only changes by copy (pybmv2.tables)
+    except TargetError:
+        if plan is not index:  # PI's cleanup of a one-shot group created for nothing
+            _drop_oneshot(p, tb, index)
+        raise
 
 
 def _modify(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -> None:
@@ -198,6 +219,7 @@ def _modify(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -
     key, priority = key_from_values(tb, msg.matches, msg.priority)
     _check_action(p, tb, msg)
     call = _call(p, tb, msg)
+    plan = _plan_indirect(p, tb, msg)
     rates = _check_direct_resources(tb, msg)
     _check_ttl(tb, msg)
     entry = _find(table, key, priority)
@@ -205,22 +227,26 @@ def _modify(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -
         raise invalid("'action' field must be set for non-default entries")
     if entry is None:
         raise P4RuntimeError(grpc.StatusCode.NOT_FOUND, "Cannot find match entry")
+    # entries are copy-on-write (pybmv2.tables): every change below swaps in a new entry
     if entry.is_const:
         if call is not None:
             raise _denied("const entries cannot be modified, except their direct resources")
     elif call is not None:
-        index = _indirect(p, tb, msg)
+        old = entry.indirect
+        index = _realize(p, tb, plan, "Error when modifying match entry in target")
         if index is not None:
-            table.modify_indirect(key, priority, index)
+            entry = table.modify_indirect(key, priority, index)
+            _drop_oneshot(p, tb, old)  # PI: the new group in, then the old one out
         else:
-            table.modify(key, priority, call)
-        entry.metadata = msg.controller_metadata
-        entry.extra["metadata"] = msg.metadata
+            entry = table.modify(key, priority, call)
+        entry = table.replace(entry, metadata=msg.controller_metadata,
+                              extra={**entry.extra, "metadata": msg.metadata})
     if msg.meter_config is not None:
-        entry.meter = meter_cell(rates)
+        entry = table.replace(entry, meter=meter_cell(rates))
     if msg.counter_data is not None:
-        entry.packets, entry.bytes = merge_counts(
-            _counter_unit(p, tb), msg.counter_data, (entry.packets, entry.bytes))
+        packets, nbytes = merge_counts(_counter_unit(p, tb), msg.counter_data,
+                                       (entry.packets, entry.bytes))
+        table.replace(entry, packets=packets, bytes=nbytes)
 
 
 def _modify_default(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -> None:
@@ -244,7 +270,7 @@ def _modify_default(p: Pipeline, tb: TableBinding, table: MatchTable, msg: Entry
         p.default_metadata[tb.info.id] = (msg.controller_metadata, msg.metadata)
 
 
-def _delete(tb: TableBinding, table: MatchTable, msg: EntryValue) -> None:
+def _delete(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -> None:
     if msg.is_default_action:
         raise invalid("Cannot use DELETE for default entry")
     if tb.info.is_const_table:
@@ -256,103 +282,7 @@ def _delete(tb: TableBinding, table: MatchTable, msg: EntryValue) -> None:
     if entry.is_const:
         raise _denied("const entries cannot be deleted")
     table.delete(key, priority)
-
-
-# -- reads ----------------------------------------------------------------------------------
-
-
-def _encode_entry(p: Pipeline, tb: TableBinding, entry: TableEntry,
-                  requested: p4runtime_pb2.TableEntry,
-                  out: p4runtime_pb2.TableEntry) -> None:
-    out.table_id = tb.info.id
-    encode_match_key(tb, entry.key, entry.priority, out)
-    if entry.indirect is not None:
-        p.profiles[tb.info.implementation_id].encode_index(entry.indirect, out.action)
-    else:
-        encode_action(p.index, tb, entry.action, out.action.action)
-    out.controller_metadata = entry.metadata
-    out.metadata = entry.extra.get("metadata", b"")
-    # PI (simple_switch_grpc 1.15) never sets is_const on the entries it reads back.
-    if requested.HasField("counter_data") and tb.info.direct_counter_id:
-        encode_counter_data(entry.packets, entry.bytes, out.counter_data)
-    if requested.HasField("meter_config") and entry.meter is not None:
-        encode_meter_config(entry.meter.rates, out.meter_config)
-
-
-def _matches_filters(entry: TableEntry, tb: TableBinding,
-                     requested: p4runtime_pb2.TableEntry) -> bool:
-    wanted_action = requested.action.action.action_id
-    if wanted_action and tb.from_target_action.get(entry.action.action_id) != wanted_action:
-        return False
-    if requested.priority and entry.priority != requested.priority:
-        return False
-    if requested.controller_metadata and entry.metadata != requested.controller_metadata:
-        return False
-    return not (requested.metadata and entry.extra.get("metadata", b"") != requested.metadata)
-
-
-def _read_default(p: Pipeline, tb: TableBinding, table: MatchTable,
-                  requested: p4runtime_pb2.TableEntry,
-                  response: p4runtime_pb2.ReadResponse) -> None:
-    if requested.HasField("time_since_last_hit"):
-        raise invalid("Default table entries do not support entry ageing, do not set "
-                      "'time_since_last_hit' in your ReadRequest")
-    out = response.entities.add().table_entry
-    out.table_id = tb.info.id
-    out.is_default_action = True
-    if not tb.info.implementation_id:  # PI reads an indirect table's default without an action
-        encode_action(p.index, tb, table.default, out.action.action)
-    controller_metadata, metadata = p.default_metadata.get(tb.info.id, (0, b""))
-    out.controller_metadata = controller_metadata
-    out.metadata = metadata
-
-
-#: entries encoded per hold of the switch's lock while reading a table
-READ_CHUNK = 64
-
-
-def _read_one_table(p: Pipeline, table_id: int, requested: p4runtime_pb2.TableEntry,
-                    response: p4runtime_pb2.ReadResponse, lock: AbstractContextManager) -> None:
-    with lock:
-        _read_one_table_locked(p, table_id, requested, response, lock)
-
-
-def _read_one_table_locked(p: Pipeline, table_id: int, requested: p4runtime_pb2.TableEntry,
-                           response: p4runtime_pb2.ReadResponse, lock: AbstractContextManager) -> None:
-    tb, table = p.table(table_id)
-    if requested.is_default_action:
-        _read_default(p, tb, table, requested, response)
-        return
-    if requested.HasField("time_since_last_hit") and not tb.info.supports_idle_timeout:
-        raise invalid("Do not set time_since_last_hit for a ReadRequest if the table does not "
-                      "support idle timeout; yes, that includes wildcard reads")
-    if len(requested.match):
-        key, priority = decode_match_key(tb, requested)
-        found = _find(table, key, priority)
-        entries = [found] if found is not None else []
-    else:
-        entries = [e for e in table.entries() if _matches_filters(e, tb, requested)]
-    # encode a big table a chunk at a time (the caller holds ``lock`` once; it is released
-    # between chunks), so that packets are not held up behind a long read
-    for start in range(0, len(entries), READ_CHUNK):
-        if start:
-            lock.__exit__(None, None, None)
-            time.sleep(0)
-            lock.__enter__()
-        for entry in entries[start:start + READ_CHUNK]:
-            if table.holds(entry):
-                _encode_entry(p, tb, entry, requested, response.entities.add().table_entry)
-
-
-def read_table_entries(p: Pipeline, requested: p4runtime_pb2.TableEntry,
-                       response: p4runtime_pb2.ReadResponse, lock: AbstractContextManager) -> None:
-    """PI's ``table_read``: table_id 0 reads every table (const ones included). ``lock`` (the
-    switch's) is taken a chunk of entries at a time."""
-    if requested.table_id == 0:
-        for table_id in p.index.tables:
-            _read_one_table(p, table_id, requested, response, lock)
-    else:
-        _read_one_table(p, requested.table_id, requested, response, lock)
+    _drop_oneshot(p, tb, entry.indirect)
 
 
 # -- direct counters ------------------------------------------------------------------------
@@ -403,10 +333,11 @@ def write_direct_counter(p: Pipeline, update_type: int,
     tb, table = _direct_counter_table(p, msg, reading=False)
     entry = _entry_for_counter(tb, table, msg.table_entry, "writing to")
     if update_type == Update.MODIFY:
-        entry.packets, entry.bytes = merge_counter_data(
-            _counter_unit(p, tb), msg.data, (entry.packets, entry.bytes))
+        packets, nbytes = merge_counter_data(_counter_unit(p, tb), msg.data,
+                                             (entry.packets, entry.bytes))
+        table.replace(entry, packets=packets, bytes=nbytes)
     elif update_type == Update.DELETE:
-        entry.packets = entry.bytes = 0
+        table.replace(entry, packets=0, bytes=0)
     elif update_type == Update.INSERT:
         raise invalid("INSERT update type not supported for counters")
     elif update_type == Update.UNSPECIFIED:
@@ -416,8 +347,9 @@ def write_direct_counter(p: Pipeline, update_type: int,
 
 
 def read_direct_counters(p: Pipeline, msg: p4runtime_pb2.DirectCounterEntry,
-                         response: p4runtime_pb2.ReadResponse) -> None:
-    """PI's ``direct_counter_read``: one entry's counter, or those of the whole table."""
+                         response: p4runtime_pb2.ReadResponse) -> DirectRead | None:
+    """PI's ``direct_counter_read``: one entry's counter (added to ``response``), or those
+    of the whole table, returned as a snapshot to encode without the lock."""
     tb, table = _direct_counter_table(p, msg, reading=True)
     requested = msg.table_entry
     if len(requested.match) or requested.is_default_action:
@@ -425,9 +357,5 @@ def read_direct_counters(p: Pipeline, msg: p4runtime_pb2.DirectCounterEntry,
         out = response.entities.add().direct_counter_entry
         out.table_entry.CopyFrom(requested)
         encode_counter_data(entry.packets, entry.bytes, out.data)
-        return
-    for entry in table.entries():
-        out = response.entities.add().direct_counter_entry
-        out.table_entry.table_id = tb.info.id
-        encode_match_key(tb, entry.key, entry.priority, out.table_entry)
-        encode_counter_data(entry.packets, entry.bytes, out.data)
+        return None
+    return snapshot_direct(p, tb, table, "counter")

@@ -42,10 +42,11 @@ class EntryValue:
     action when that member is ``"action"``. ``counter_data`` is ``(packet_count,
     byte_count)`` when the entry carries one; ``has_meter`` says whether ``meter_config`` or
     ``meter_counter_data`` is set, and ``meter_config`` is the former (or None). ``indirect_id`` is the member or group id of an
-    ``action_profile_member_id`` / ``action_profile_group_id`` action.
+    ``action_profile_member_id`` / ``action_profile_group_id`` action, ``action_set`` the
+    ``action_profile_action_set`` of a one-shot action (protobuf path only).
     """
 
-    __slots__ = ("action", "action_kind", "controller_metadata", "counter_data",
+    __slots__ = ("action", "action_kind", "action_set", "controller_metadata", "counter_data",
                  "has_meter", "has_time_since_last_hit", "idle_timeout_ns",
                  "indirect_id", "is_const", "is_default_action", "matches", "metadata",
                  "meter_config", "priority", "table_id")
@@ -56,7 +57,8 @@ class EntryValue:
                  has_time_since_last_hit: bool = False, has_meter: bool = False,
                  counter_data: tuple[int, int] | None = None, idle_timeout_ns: int = 0,
                  indirect_id: int = 0,
-                 meter_config: p4runtime_pb2.MeterConfig | None = None) -> None:
+                 meter_config: p4runtime_pb2.MeterConfig | None = None,
+                 action_set: p4runtime_pb2.ActionProfileActionSet | None = None) -> None:
         self.table_id = table_id
         self.matches = matches
         self.action_kind = action_kind
@@ -72,6 +74,7 @@ class EntryValue:
         self.idle_timeout_ns = idle_timeout_ns
         self.indirect_id = indirect_id
         self.meter_config = meter_config
+        self.action_set = action_set
 
     def _fields(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in self.__slots__)
@@ -114,12 +117,15 @@ def entry_from_proto(msg: p4runtime_pb2.TableEntry) -> EntryValue:
     action_kind: str | None = None
     action: ActionValue | None = None
     indirect_id = 0
+    action_set = None
     if msg.HasField("action"):
         action_kind = msg.action.WhichOneof("type") or ""
         if action_kind == "action":
             action = action_from_proto(msg.action.action)
         elif action_kind in ("action_profile_member_id", "action_profile_group_id"):
             indirect_id = getattr(msg.action, action_kind)
+        elif action_kind == "action_profile_action_set":
+            action_set = msg.action.action_profile_action_set
     counter_data = None
     if msg.HasField("counter_data"):
         counter_data = (msg.counter_data.packet_count, msg.counter_data.byte_count)
@@ -139,4 +145,5 @@ def entry_from_proto(msg: p4runtime_pb2.TableEntry) -> EntryValue:
         idle_timeout_ns=msg.idle_timeout_ns,
         indirect_id=indirect_id,
         meter_config=msg.meter_config if msg.HasField("meter_config") else None,
+        action_set=action_set,
     )

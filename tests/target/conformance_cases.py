@@ -45,7 +45,9 @@ class Rule:
     priority: int = 0
     default: bool = False
     member: int | None = None  # entries of action-profile tables point to a member...
-    group: int | None = None  # ...or to a selector group
+    group: int | None = None  # ...or to a selector group...
+    #: ...or hold a one-shot action set: (action, params, weight) each
+    oneshot: tuple[tuple[str, dict[str, int], int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ class Program:
     packets: tuple[tuple[str, int, bytes], ...] = ()  # (name, ingress port, frame)
     #: DirectMeterEntry MODIFYs after the rules: (the rule's entry, (cir, cburst, pir, pburst))
     direct_meters: tuple[tuple[Rule, tuple[int, int, int, int]], ...] = ()
+    #: table-entry updates written after all of the above, in a second batch: (kind, rule)
+    after: tuple[tuple[str, Rule], ...] = ()
     #: where the program lives: 0 the project's programs (p4src/), 1 the conformance corpus
     home: int = 1
     #: the compiled program, when the case's name is not the program's
@@ -225,6 +229,42 @@ SELECTORS = Program(
                                    src=f"00:00:00:00:{i:02x}:01"))
           for i in range(24)),
         ("miss-no-route", 1, probe(1, 1, a32=0x0D000001)),
+    ),
+)
+
+
+#: the same program and packets with its selectors programmed one-shot (PI creates a hidden
+#: group per entry), then changed: a set replaced (MODIFY), an entry deleted and one
+#: inserted in the handles it freed
+SELECTORS_ONESHOT = Program(
+    "selectors_oneshot",
+    artifact="selectors",
+    members=(Member("prof", 1, "tag2", {"value": 111}), Member("prof", 2, "tag2", {"value": 222})),
+    rules=(
+        Rule("ecmp", {"hdr.probe.a32": "10.0.0.0/8"}, "", oneshot=(
+            ("fwd", {"port": 2, "value": 10}, 1), ("fwd", {"port": 3, "value": 11}, 2),
+            ("fwd", {"port": 4, "value": 12}, 1))),
+        Rule("ecmp", {"hdr.probe.a32": "11.0.0.0/8"}, "", oneshot=(
+            ("fwd", {"port": 3, "value": 13}, 1), ("drop", {}, 1), ("fwd", {"port": 2, "value": 14}, 2))),
+        Rule("ecmp", {"hdr.probe.a32": "12.0.0.0/8"}, "", oneshot=(("fwd", {"port": 4, "value": 15}, 3),)),
+        Rule("wide", {"hdr.probe.a8": "1"}, "", oneshot=(("tag3", {"value": 20}, 1), ("tag3", {"value": 21}, 1))),
+        Rule("wide", {"hdr.probe.a8": "2"}, "", oneshot=(("tag3", {"value": 22}, 2), ("nop", {}, 1))),
+        Rule("by_op", {"hdr.probe.op": "1"}, "", member=1),
+        Rule("by_op", {"hdr.probe.op": "2"}, "", member=2),
+    ),
+    after=(
+        ("modify", Rule("ecmp", {"hdr.probe.a32": "12.0.0.0/8"}, "", oneshot=(
+            ("fwd", {"port": 2, "value": 16}, 1), ("fwd", {"port": 3, "value": 17}, 1)))),
+        ("delete", Rule("ecmp", {"hdr.probe.a32": "10.0.0.0/8"}, "")),
+        ("insert", Rule("ecmp", {"hdr.probe.a32": "10.0.0.0/9"}, "", oneshot=(
+            ("fwd", {"port": 4, "value": 18}, 2), ("fwd", {"port": 2, "value": 19}, 1)))),
+    ),
+    packets=(
+        *((f"spread-{i}", 1, probe(1 + i % 3, 1 + i % 2, i * 37 % 256, 100 + i, i * 7919 % 65536,
+                                   ((10 + i % 3) << 24) | (i * 0x01010101 % (1 << 24)),
+                                   i * 2654435761 % (1 << 32), src=f"00:00:00:00:{i:02x}:01"))
+          for i in range(30)),
+        ("deleted-route-half-missing", 1, probe(1, 1, a32=0x0A800001)),
     ),
 )
 
@@ -477,7 +517,7 @@ TOR_TDN_NOTIFY = Program("tor_switch_tdn_notify", artifact="tor_switch", home=0,
     ("second-remote-silent", 1, ip_frame("10.200.1.8")),
 ))
 
-PROGRAMS = (ARITH, MATCHING, PARSING, REPLICATION, HASHING, STATEFUL, SELECTORS, VARBIT,
+PROGRAMS = (ARITH, MATCHING, PARSING, REPLICATION, HASHING, STATEFUL, SELECTORS, SELECTORS_ONESHOT, VARBIT,
             DIRECT_METER, RAIL_MIRROR, OCS_PINNED, OCS_CLOCKED, OCS_NIGHT, OCS_FLIPPED, TOR_TIMEFLOW,
             TOR_BEFORE_EPOCH, TOR_BEFORE_EPOCH_NO_HOLD, TOR_CUT_PASSED, TOR_CUT_AHEAD, TOR_FLIPPED,
             TOR_TDN_NOTIFY)

@@ -28,6 +28,7 @@ from controller.p4runtime.entities import (
     parse_match,
     update,
 )
+from controller.p4runtime.values import encode_int
 from packettest import PacketTarget, open_target
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -49,18 +50,31 @@ def direct_meter_update(sw: PacketTarget, r: Rule, rates: tuple[int, int, int, i
     return update("modify", entity)
 
 
+def rule_entry(sw: PacketTarget, r: Rule) -> p4runtime_pb2.TableEntry:
+    """A rule's table entry, with its member, group or one-shot action set."""
+    entry = table_entry(sw, r)
+    if r.member is not None:
+        entry.action.action_profile_member_id = r.member
+    elif r.group is not None:
+        entry.action.action_profile_group_id = r.group
+    elif r.oneshot:
+        action_set = entry.action.action_profile_action_set
+        for action, params, weight in r.oneshot:
+            info = sw.schema.action(action)
+            ap = action_set.action_profile_actions.add(weight=weight)
+            ap.action.action_id = info.id
+            for p in info.params:
+                ap.action.params.add(param_id=p.id, value=encode_int(params[p.name], p.bitwidth))
+    return entry
+
+
 def install(sw: PacketTarget, program: Program) -> None:
     updates = [update("insert", action_profile_member(sw.schema, m.profile, m.id, m.action, m.params))
                for m in program.members]
     updates += [update("insert", action_profile_group(sw.schema, g.profile, g.id, g.members))
                 for g in program.groups]
     for r in program.rules:
-        entry = table_entry(sw, r)
-        if r.member is not None:
-            entry.action.action_profile_member_id = r.member
-        elif r.group is not None:
-            entry.action.action_profile_group_id = r.group
-        updates.append(update("modify" if r.default else "insert", entry))
+        updates.append(update("modify" if r.default else "insert", rule_entry(sw, r)))
     for group, replicas in program.multicast:
         updates.append(update("insert", multicast_group_entry(group, replicas)))
     for session, replicas in program.clone_sessions:
@@ -68,6 +82,8 @@ def install(sw: PacketTarget, program: Program) -> None:
     updates += [direct_meter_update(sw, r, rates) for r, rates in program.direct_meters]
     if updates:
         sw.client.write(updates)
+    if program.after:
+        sw.client.write([update(kind, rule_entry(sw, r)) for kind, r in program.after])
 
 
 def packet_ins(sw: PacketTarget, wait: float) -> list[dict]:
