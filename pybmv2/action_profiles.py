@@ -10,6 +10,7 @@ truncated to 32 bits (BMv2's ``hash_t`` is an ``unsigned int``).
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from typing import Any
 
 from pybmv2.calculations import Calculation
@@ -47,6 +48,8 @@ class ActionProfile:
         self.groups: dict[int, list[int]] = {}  # group handle -> sorted member handles
         self._member_refs: dict[int, int] = {}
         self._group_refs: dict[int, int] = {}
+        #: told ``(profile, "member" | "group", handle)`` after every change, or None
+        self.observer: Callable[[ActionProfile, str, int], None] | None = None
 
     @property
     def with_selector(self) -> bool:
@@ -58,11 +61,13 @@ class ActionProfile:
         handle = _lowest_free(self.members)
         self.members[handle] = call
         self._member_refs[handle] = 0
+        self._notify("member", handle)
         return handle
 
     def modify_member(self, handle: int, call: ActionCall) -> None:
         self._check_member(handle)
         self.members[handle] = call
+        self._notify("member", handle)
 
     def delete_member(self, handle: int) -> None:
         self._check_member(handle)
@@ -70,6 +75,7 @@ class ActionProfile:
             raise ProfileInUseError(f"action profile {self.name!r}: member {handle} is in use")
         del self.members[handle]
         del self._member_refs[handle]
+        self._notify("member", handle)
 
     def create_group(self) -> int:
         if self.selector is None:
@@ -77,6 +83,7 @@ class ActionProfile:
         handle = _lowest_free(self.groups)
         self.groups[handle] = []
         self._group_refs[handle] = 0
+        self._notify("group", handle)
         return handle
 
     def delete_group(self, handle: int) -> None:
@@ -86,6 +93,7 @@ class ActionProfile:
         for mbr in self.groups.pop(handle):
             self._member_refs[mbr] -= 1
         del self._group_refs[handle]
+        self._notify("group", handle)
 
     def group_add_member(self, group: int, member: int) -> None:
         self._check_member(member)
@@ -96,6 +104,7 @@ class ActionProfile:
             raise InvalidEntryError(f"member {member} is already in group {group}")
         members.insert(pos, member)
         self._member_refs[member] += 1
+        self._notify("group", group)
 
     def group_remove_member(self, group: int, member: int) -> None:
         self._check_member(member)
@@ -105,6 +114,11 @@ class ActionProfile:
         except ValueError:
             raise InvalidEntryError(f"member {member} is not in group {group}") from None
         self._member_refs[member] -= 1
+        self._notify("group", group)
+
+    def _notify(self, kind: str, handle: int) -> None:
+        if self.observer is not None:
+            self.observer(self, kind, handle)
 
     def _check_member(self, handle: int) -> None:
         if handle not in self.members:

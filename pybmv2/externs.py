@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,8 @@ class CounterArray:
         self.binding: str | None = spec.get("binding")
         self.packets = [0] * self.size
         self.bytes = [0] * self.size
+        #: told ``(array, index)`` after the control plane writes a cell, or None
+        self.observer: Callable[[CounterArray, int], None] | None = None
 
     def count(self, index: int, nbytes: int) -> None:
         if 0 <= index < self.size:
@@ -36,6 +39,8 @@ class CounterArray:
         self._check(index)
         self.packets[index] = packets
         self.bytes[index] = nbytes
+        if self.observer is not None:
+            self.observer(self, index)
 
     def reset(self) -> None:
         self.packets = [0] * self.size
@@ -129,6 +134,8 @@ class MeterArray:
         #: the (header, field) a direct meter's colour goes to
         self.result_target: tuple[str, str] | None = (target[0], target[1]) if target else None
         self.cells: list[MeterCell | None] = [None] * self.size
+        #: told ``(array, index)`` after a cell is configured, or None
+        self.observer: Callable[[MeterArray, int], None] | None = None
 
     def units(self, nbytes: int) -> int:
         """What one packet of ``nbytes`` costs: 1 for packet meters, else its bytes."""
@@ -138,6 +145,8 @@ class MeterArray:
         if not 0 <= index < self.size:
             raise InvalidEntryError(f"meter {self.name!r}: index {index} out of range")
         self.cells[index] = meter_cell(rates)
+        if self.observer is not None:
+            self.observer(self, index)
 
     def rates(self, index: int) -> MeterRates | None:
         cell = self.cells[index]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pybmv2.errors import EntryExistsError, EntryNotFoundError, InvalidEntryError
@@ -32,6 +33,12 @@ class ReplicationEngine:
     def __init__(self) -> None:
         self.groups: dict[int, tuple[Replica, ...]] = {}
         self.sessions: dict[int, CloneSession] = {}
+        #: told ``("group" | "session", id)`` after every change (``("clear", 0)``), or None
+        self.observer: Callable[[str, int], None] | None = None
+
+    def _notify(self, kind: str, ident: int) -> None:
+        if self.observer is not None:
+            self.observer(kind, ident)
 
     # multicast groups
     def insert_group(self, mgid: int, replicas: tuple[Replica, ...]) -> None:
@@ -41,16 +48,19 @@ class ReplicationEngine:
             raise EntryExistsError(f"multicast group {mgid} already exists")
         self._check_unique(replicas, f"multicast group {mgid}")
         self.groups[mgid] = replicas
+        self._notify("group", mgid)
 
     def modify_group(self, mgid: int, replicas: tuple[Replica, ...]) -> None:
         if mgid not in self.groups:
             raise EntryNotFoundError(f"multicast group {mgid} does not exist")
         self._check_unique(replicas, f"multicast group {mgid}")
         self.groups[mgid] = replicas
+        self._notify("group", mgid)
 
     def delete_group(self, mgid: int) -> None:
         if self.groups.pop(mgid, None) is None:
             raise EntryNotFoundError(f"multicast group {mgid} does not exist")
+        self._notify("group", mgid)
 
     # clone sessions
     def insert_session(self, session: CloneSession) -> None:
@@ -61,20 +71,24 @@ class ReplicationEngine:
             raise EntryExistsError(f"clone session {sid} already exists")
         self._check_unique(session.replicas, f"clone session {sid}")
         self.sessions[sid] = session
+        self._notify("session", sid)
 
     def modify_session(self, session: CloneSession) -> None:
         if session.session_id not in self.sessions:
             raise EntryNotFoundError(f"clone session {session.session_id} does not exist")
         self._check_unique(session.replicas, f"clone session {session.session_id}")
         self.sessions[session.session_id] = session
+        self._notify("session", session.session_id)
 
     def delete_session(self, sid: int) -> None:
         if self.sessions.pop(sid, None) is None:
             raise EntryNotFoundError(f"clone session {sid} does not exist")
+        self._notify("session", sid)
 
     def clear(self) -> None:
         self.groups.clear()
         self.sessions.clear()
+        self._notify("clear", 0)
 
     @staticmethod
     def _check_unique(replicas: tuple[Replica, ...], what: str) -> None:

@@ -144,6 +144,10 @@ class V1Switch:
             program.ingress.set_trace(self._trace)
             program.egress.set_trace(self._trace)
 
+    def refresh(self) -> None:
+        """Bring state an engine keeps elsewhere into the Python objects P4Runtime reads
+        (nothing to do here; the native engine's switch pulls its counters)."""
+
     def set_trace(self, trace: Callable[[str], None] | None) -> None:
         """Trace every packet's path (BMv2's --log-console): ports, tables, conditions, drops."""
         self._trace = trace

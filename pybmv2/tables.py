@@ -17,13 +17,16 @@ control plane (:meth:`MatchTable.modify`, :meth:`MatchTable.modify_indirect` and
 :meth:`MatchTable.replace` swap in a changed copy), so a reader holding entries taken from
 :meth:`MatchTable.entries` sees each one as it was when it took them. Only the data path
 updates an entry in place (its direct counter and meter state).
+
+A table tells its :attr:`MatchTable.observer` (when one is set: the native engine's mirror)
+of every change the control plane makes, right after making it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pybmv2.errors import (
     EntryExistsError,
@@ -40,7 +43,8 @@ if TYPE_CHECKING:
     from pybmv2.action_profiles import ActionProfile
     from pybmv2.externs import MeterCell
 
-__all__ = ["ActionCall", "IndirectIndex", "KeyField", "MatchTable", "TableEntry"]
+__all__ = ["ActionCall", "IndirectIndex", "KeyField", "MatchTable", "TableEntry",
+           "TableObserver"]
 
 MATCH_KINDS = ("exact", "lpm", "ternary", "range", "optional", "valid")
 
@@ -86,6 +90,18 @@ class TableEntry:
     extra: dict[str, Any] = field(default_factory=dict)
     indirect: IndirectIndex | None = None  # set in indirect tables only
     meter: MeterCell | None = None  # the direct meter's configuration; None: always green
+
+
+class TableObserver(Protocol):
+    """Told of every control-plane change to a table, after it is made."""
+
+    def entry_changed(self, table: MatchTable, old: TableEntry | None, new: TableEntry | None,
+                      *, counters: bool = False) -> None:
+        """``old`` None: ``new`` was inserted; ``new`` None: ``old`` was deleted; else ``old``
+        was replaced by ``new`` (``counters``: its direct counters were written)."""
+
+    def default_changed(self, table: MatchTable) -> None:
+        """The table's default action changed."""
 
 
 def _full(width: int) -> int:
@@ -159,6 +175,8 @@ class MatchTable:
         self.initial_default: ActionCall = ActionCall(0)
         self.default_packets = 0
         self.default_bytes = 0
+        #: told of every change (the native engine's mirror), or None
+        self.observer: TableObserver | None = None
         if len(self.keys) == 1 and self.mode == "exact":
             r0 = readers[0]
             self.read_key: Callable[[PacketState], tuple[int, ...]] = lambda s: (r0(s),)
@@ -241,6 +259,8 @@ class MatchTable:
         self._next_handle += 1
         self._by_key[sk] = entry
         self._index(entry)
+        if self.observer is not None:
+            self.observer.entry_changed(self, None, entry)
         return entry
 
     def _lpm_key(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -300,6 +320,19 @@ class MatchTable:
         counters and meter unless ``changes`` say otherwise; ``entry`` itself is left as it
         was, for whoever still holds it. Call it under the switch's lock, as every change.
         """
+        new = self._swap(entry, changes)
+        if self.observer is not None:
+            self.observer.entry_changed(self, entry, new)
+        return new
+
+    def set_counters(self, entry: TableEntry, packets: int, nbytes: int) -> TableEntry:
+        """Write an entry's direct counters (by copy, as :meth:`replace`); the new entry."""
+        new = self._swap(entry, {"packets": packets, "bytes": nbytes})
+        if self.observer is not None:
+            self.observer.entry_changed(self, entry, new, counters=True)
+        return new
+
+    def _swap(self, entry: TableEntry, changes: dict[str, Any]) -> TableEntry:
         if not self.holds(entry):
             raise EntryNotFoundError(f"table {self.name!r}: no such entry")
         if "key" in changes or "priority" in changes or "handle" in changes:
@@ -325,6 +358,8 @@ class MatchTable:
         del self._by_key[self._store_key(entry.key, entry.priority)]
         self._unindex(entry)
         self._ref_indirect(entry.indirect, -1)
+        if self.observer is not None:
+            self.observer.entry_changed(self, entry, None)
         return entry
 
     def _ref_indirect(self, index: IndirectIndex | None, delta: int) -> None:
@@ -351,6 +386,8 @@ class MatchTable:
         for entry in [e for e in self._by_key.values() if not e.is_const]:
             self.delete(entry.key, entry.priority)
         self.default = self.initial_default
+        if self.observer is not None:
+            self.observer.default_changed(self)
 
     def set_default(self, action: ActionCall) -> None:
         if self.default_entry_is_const or (
@@ -359,6 +396,8 @@ class MatchTable:
             raise InvalidEntryError(f"table {self.name!r}: the default action is const")
         self.validate_action(action)
         self.default = action
+        if self.observer is not None:
+            self.observer.default_changed(self)
 
     def entries(self) -> Iterator[TableEntry]:
         """The entries, from a copy of the table's list taken now (one cheap C-level copy)."""

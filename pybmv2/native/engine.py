@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from ctypes import (
     POINTER,
     c_char_p,
@@ -75,6 +75,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
                               POINTER(c_void_p)]),
     "nx_digests": (c_uint32, [c_void_p, POINTER(c_void_p), U64P]),
     "nx_algo": (c_uint64, [c_char_p, c_char_p, c_uint64]),
+    "nx_lock": (None, [c_void_p]),
+    "nx_unlock": (None, [c_void_p]),
 }
 
 
@@ -163,6 +165,16 @@ class NativeEngine:
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # at interpreter shutdown
             self.close()
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the engine's lock (recursive): no packet runs meanwhile in process mode."""
+        lib, ctx = self._lib, self._ctx
+        lib.nx_lock(ctx)
+        try:
+            yield
+        finally:
+            lib.nx_unlock(ctx)
 
     # -- tables ---------------------------------------------------------------------------
 

@@ -1,12 +1,20 @@
 """Keep a native engine's state equal to the Python engine's objects, both ways.
 
-In phase 1 the P4Runtime layer still writes the Python objects of the loaded
-:class:`~pybmv2.program.Program` (tables, profiles, externs) and the switch's PRE. Before a
-batch, :meth:`EngineMirror.push` applies what changed there to the engine (entries by
-handle, defaults, members, groups, multicast groups, clone sessions, meter configurations,
-register cells); after it, :meth:`EngineMirror.pull` adds the counts the engine made to the
-Python counters and copies back register cells and meter buckets. The Python objects stay
-the state that P4Runtime reads and writes, so both engines can serve one switch.
+The P4Runtime layer writes the Python objects of the loaded
+:class:`~pybmv2.program.Program` (tables, profiles, externs) and the switch's PRE; those stay
+the state P4Runtime reads. :class:`EngineMirror` observes them (:meth:`EngineMirror.attach`)
+and applies every change to the engine as it is made: an entry by its handle, a default,
+a member or group, a multicast group or clone session, a counter or meter cell.
+:meth:`EngineMirror.pull` adds the counts the engine made since the last pull to the
+Python counters and copies back register cells and meter buckets; it costs what the data
+plane touched, not what the tables hold.
+
+:meth:`EngineMirror.push` compares everything and applies the differences. It is the
+initial load, the resynchronisation after the Python engine ran packets (tracing), and the
+tests' oracle: with the observers attached it finds nothing to do.
+
+Every engine call is made under the engine's lock (:meth:`NativeEngine.locked`), so the
+I/O thread of process mode never runs a packet against a half-applied change.
 """
 
 from __future__ import annotations
@@ -14,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pybmv2.externs import MeterCell
+from pybmv2.action_profiles import ActionProfile
+from pybmv2.externs import CounterArray, MeterArray, MeterCell
 from pybmv2.native.engine import NativeEngine
 from pybmv2.pre import ReplicationEngine
 from pybmv2.program import Program
@@ -40,7 +49,7 @@ def _tokens(cell: MeterCell | None) -> tuple[float, ...] | None:
 
 
 class EngineMirror:
-    """The diff between a Program's Python state and a NativeEngine, applied on demand."""
+    """The Python state of a Program and a PRE, mirrored into a NativeEngine."""
 
     def __init__(self, engine: NativeEngine, program: Program, pre: ReplicationEngine) -> None:
         self.engine = engine
@@ -53,20 +62,197 @@ class EngineMirror:
         self._groups: dict[int, dict[int, tuple[int, ...]]] = {}
         self._mgrps: dict[int, tuple[Any, ...]] = {}
         self._sessions: dict[int, Any] = {}
+        self._profiles: dict[int, tuple[int, ActionProfile]] = {}
+        for pipe in (program.ingress, program.egress):
+            for pname, profile in pipe.action_profiles.items():
+                self._profiles[id(profile)] = (engine.profile(pipe.name, pname), profile)
         ext = program.externs
         self._registers = {n: [0] * r.size for n, r in ext.registers.items()}
         self._meters: dict[str, list[tuple[MeterCell | None, tuple[float, ...] | None]]] = {
             n: [(None, None)] * m.size for n, m in ext.meters.items()}
+        self.ops = 0  # engine calls made by push(), for the tests' oracle
 
-    # -- Python -> engine -------------------------------------------------------------------
+    # -- observers: every control-plane change, as it is made ------------------------------
 
-    def push(self) -> None:
-        for name, table in self.program.tables.items():
-            self._push_table(name, table)
-        self._push_profiles()
-        self._push_pre()
-        self._push_registers()
-        self._push_meters()
+    def attach(self) -> None:
+        """Apply the current state, then follow every change."""
+        self.push()
+        for table in self.program.tables.values():
+            table.observer = self
+        for _, profile in self._profiles.values():
+            profile.observer = self._profile_changed
+        for counter in self.program.externs.counters.values():
+            counter.observer = self._counter_written
+        for meter in self.program.externs.meters.values():
+            meter.observer = self._meter_configured
+        self.pre.observer = self._pre_changed
+
+    def detach(self) -> None:
+        for table in self.program.tables.values():
+            if table.observer is self:
+                table.observer = None
+        for _, profile in self._profiles.values():
+            profile.observer = None
+        for counter in self.program.externs.counters.values():
+            counter.observer = None
+        for meter in self.program.externs.meters.values():
+            meter.observer = None
+        self.pre.observer = None
+
+    def entry_changed(self, table: MatchTable, old: TableEntry | None, new: TableEntry | None,
+                      *, counters: bool = False) -> None:
+        name = table.name
+        with self.engine.locked():
+            if new is None:
+                assert old is not None
+                gone = self._entries[name].pop(old.handle, None)
+                if gone is not None:
+                    self.engine.table_delete(name, gone.eid)
+                    del self._by_eid[name][gone.eid]
+                return
+            k = self._entries[name].get(new.handle)
+            if k is None:
+                self._add(name, new)
+                return
+            self._update(name, k, new)
+            if counters:  # the engine's counts not pulled yet are overwritten too
+                self.engine.entry_set_counters(name, k.eid, 0, 0)
+
+    def default_changed(self, table: MatchTable) -> None:
+        with self.engine.locked():
+            self._push_default(table.name, table)
+
+    def _profile_changed(self, profile: ActionProfile, kind: str, handle: int) -> None:
+        pid, _ = self._profiles[id(profile)]
+        with self.engine.locked():
+            if kind == "member":
+                self._push_member(pid, profile, handle)
+            else:
+                self._push_group(pid, profile, handle)
+
+    def _pre_changed(self, kind: str, ident: int) -> None:
+        with self.engine.locked():
+            if kind == "group":
+                self._push_mgrp(ident)
+            elif kind == "session":
+                self._push_session(ident)
+            else:
+                self._push_pre()
+
+    def _counter_written(self, array: CounterArray, index: int) -> None:
+        with self.engine.locked():  # Python holds the value: the engine counts from zero
+            self.engine.counter_write(array.name, index, 0, 0)
+
+    def _meter_configured(self, array: MeterArray, index: int) -> None:
+        with self.engine.locked():
+            self._push_meter(array.name, array, index)
+
+    # -- Python -> engine, one object ---------------------------------------------------------
+
+    def _add(self, name: str, e: TableEntry) -> None:
+        eid = self.engine.table_add(name, e.key, e.priority, e.action, seq=e.handle,
+                                    indirect=e.indirect)
+        self.ops += 1
+        k = self._entries[name][e.handle] = self._by_eid[name][eid] = _Pushed(
+            e, eid, e.action, e.indirect, None, None)
+        self._update(name, k, e)
+
+    def _update(self, name: str, k: _Pushed, e: TableEntry) -> None:
+        k.entry = e
+        if e.action != k.action or e.indirect != k.indirect:
+            self.engine.table_modify(name, k.eid, e.action, e.indirect)
+            self.ops += 1
+            k.action, k.indirect = e.action, e.indirect
+        if e.meter is not k.meter or (e.meter is not None and _tokens(e.meter) != k.tokens):
+            rates = e.meter.rates if e.meter is not None else None
+            self.engine.entry_meter(name, k.eid, rates, _tokens(e.meter))
+            self.ops += 1
+            k.meter, k.tokens = e.meter, _tokens(e.meter)
+
+    def _push_default(self, name: str, table: MatchTable) -> None:
+        if self._defaults.get(name) != table.default:
+            self.engine.table_set_default(name, table.default)
+            self.ops += 1
+            self._defaults[name] = table.default
+
+    def _push_member(self, pid: int, profile: ActionProfile, h: int) -> None:
+        members = self._members.setdefault(pid, {})
+        call = profile.members.get(h)
+        if call is None:
+            if h in members:
+                self.engine.member_delete(pid, h)
+                self.ops += 1
+                del members[h]
+        elif members.get(h) != call:
+            self.engine.member_set(pid, h, call)
+            self.ops += 1
+            members[h] = call
+
+    def _push_group(self, pid: int, profile: ActionProfile, h: int) -> None:
+        groups = self._groups.setdefault(pid, {})
+        mbrs = profile.groups.get(h)
+        if mbrs is None:
+            if h in groups:
+                self.engine.group_delete(pid, h)
+                self.ops += 1
+                del groups[h]
+        elif groups.get(h) != tuple(mbrs):
+            self.engine.group_set(pid, h, mbrs)
+            self.ops += 1
+            groups[h] = tuple(mbrs)
+
+    def _push_mgrp(self, mgid: int) -> None:
+        replicas = self.pre.groups.get(mgid)
+        if replicas is None:
+            if mgid in self._mgrps:
+                self.engine.mgrp_delete(mgid)
+                self.ops += 1
+                del self._mgrps[mgid]
+        elif self._mgrps.get(mgid) != replicas:
+            self.engine.mgrp_set(mgid, replicas)
+            self.ops += 1
+            self._mgrps[mgid] = replicas
+
+    def _push_session(self, sid: int) -> None:
+        session = self.pre.sessions.get(sid)
+        if session is None:
+            if sid in self._sessions:
+                self.engine.session_delete(sid)
+                self.ops += 1
+                del self._sessions[sid]
+        elif self._sessions.get(sid) != session:
+            self.engine.session_set(sid, session.replicas, session.packet_length_bytes)
+            self.ops += 1
+            self._sessions[sid] = session
+
+    def _push_meter(self, name: str, meter: MeterArray, i: int) -> None:
+        obj, tokens = self._meters[name][i]
+        cell = meter.cells[i]
+        if cell is not obj or (cell is not None and _tokens(cell) != tokens):
+            self.engine.meter_set(name, i, cell.rates if cell else None, _tokens(cell))
+            self.ops += 1
+            self._meters[name][i] = (cell, _tokens(cell))
+
+    # -- Python -> engine, everything compared ------------------------------------------------
+
+    def push(self) -> int:
+        """Apply every difference between the Python state and the engine; how many engine
+        calls that took (0 when the observers kept it in step)."""
+        before = self.ops
+        with self.engine.locked():
+            for name, table in self.program.tables.items():
+                self._push_table(name, table)
+            for pid, profile in self._profiles.values():
+                for h in set(profile.members) | set(self._members.get(pid, {})):
+                    self._push_member(pid, profile, h)
+                for h in set(profile.groups) | set(self._groups.get(pid, {})):
+                    self._push_group(pid, profile, h)
+            self._push_pre()
+            self._push_registers()
+            for name, meter in self.program.externs.meters.items():
+                for i in range(meter.size):
+                    self._push_meter(name, meter, i)
+        return self.ops - before
 
     def _push_table(self, name: str, table: MatchTable) -> None:
         engine = self.engine
@@ -74,68 +260,24 @@ class EngineMirror:
         entries = list(table.entries())
         live = {e.handle: e for e in entries}
         # deletions first: a key deleted and inserted again has a new handle
-        for handle in [h for h, k in pushed.items() if live.get(h) is not k.entry]:
+        for handle in [h for h in pushed if h not in live]:
             gone = pushed.pop(handle)
             engine.table_delete(name, gone.eid)
+            self.ops += 1
             del by_eid[gone.eid]
         for e in entries:
             known = pushed.get(e.handle)
             if known is None:
-                eid = engine.table_add(name, e.key, e.priority, e.action, seq=e.handle,
-                                       indirect=e.indirect)
-                k = pushed[e.handle] = by_eid[eid] = _Pushed(e, eid, e.action, e.indirect,
-                                                             None, None)
+                self._add(name, e)
             else:
-                k = known
-            if e.action != k.action or e.indirect != k.indirect:
-                engine.table_modify(name, k.eid, e.action, e.indirect)
-                k.action, k.indirect = e.action, e.indirect
-            if e.meter is not k.meter or (e.meter is not None and _tokens(e.meter) != k.tokens):
-                rates = e.meter.rates if e.meter is not None else None
-                engine.entry_meter(name, k.eid, rates, _tokens(e.meter))
-                k.meter, k.tokens = e.meter, _tokens(e.meter)
-        if self._defaults.get(name) != table.default:
-            engine.table_set_default(name, table.default)
-            self._defaults[name] = table.default
-
-    def _push_profiles(self) -> None:
-        engine = self.engine
-        for pipe in (self.program.ingress, self.program.egress):
-            for pname, profile in pipe.action_profiles.items():
-                pid = engine.profile(pipe.name, pname)
-                members = self._members.setdefault(pid, {})
-                for h, call in profile.members.items():
-                    if members.get(h) != call:
-                        engine.member_set(pid, h, call)
-                        members[h] = call
-                for h in [h for h in members if h not in profile.members]:
-                    engine.member_delete(pid, h)
-                    del members[h]
-                groups = self._groups.setdefault(pid, {})
-                for h, mbrs in profile.groups.items():
-                    if groups.get(h) != tuple(mbrs):
-                        engine.group_set(pid, h, mbrs)
-                        groups[h] = tuple(mbrs)
-                for h in [h for h in groups if h not in profile.groups]:
-                    engine.group_delete(pid, h)
-                    del groups[h]
+                self._update(name, known, e)
+        self._push_default(name, table)
 
     def _push_pre(self) -> None:
-        engine = self.engine
-        for mgid, replicas in self.pre.groups.items():
-            if self._mgrps.get(mgid) != replicas:
-                engine.mgrp_set(mgid, replicas)
-                self._mgrps[mgid] = replicas
-        for mgid in [m for m in self._mgrps if m not in self.pre.groups]:
-            engine.mgrp_delete(mgid)
-            del self._mgrps[mgid]
-        for sid, session in self.pre.sessions.items():
-            if self._sessions.get(sid) != session:
-                engine.session_set(sid, session.replicas, session.packet_length_bytes)
-                self._sessions[sid] = session
-        for sid in [s for s in self._sessions if s not in self.pre.sessions]:
-            engine.session_delete(sid)
-            del self._sessions[sid]
+        for mgid in set(self.pre.groups) | set(self._mgrps):
+            self._push_mgrp(mgid)
+        for sid in set(self.pre.sessions) | set(self._sessions):
+            self._push_session(sid)
 
     def _push_registers(self) -> None:
         for name, reg in self.program.externs.registers.items():
@@ -144,41 +286,35 @@ class EngineMirror:
                 for i, (new, old) in enumerate(zip(reg.values, mine, strict=True)):
                     if new != old:
                         self.engine.register_write(name, i, new)
+                        self.ops += 1
                         mine[i] = new
-
-    def _push_meters(self) -> None:
-        for name, meter in self.program.externs.meters.items():
-            mine = self._meters[name]
-            for i, cell in enumerate(meter.cells):
-                obj, tokens = mine[i]
-                if cell is not obj or (cell is not None and _tokens(cell) != tokens):
-                    self.engine.meter_set(name, i, cell.rates if cell else None, _tokens(cell))
-                    mine[i] = (cell, _tokens(cell))
 
     # -- engine -> Python -------------------------------------------------------------------
 
     def pull(self) -> None:
+        """Bring what the data plane changed since the last pull into the Python objects."""
         engine = self.engine
-        for name in self.program.tables:
-            by_eid = self._by_eid[name]
-            for eid, packets, nbytes, state in engine.table_take(name):
-                k = by_eid[eid]
-                k.entry.packets += packets
-                k.entry.bytes += nbytes
-                if k.entry.meter is not None:
-                    k.entry.meter._tokens[:] = state
-                    k.tokens = tuple(state)
         ext = self.program.externs
-        for name, counter in ext.counters.items():
-            for i, packets, nbytes in engine.counter_take(name, counter.size):
-                counter.packets[i] += packets
-                counter.bytes[i] += nbytes
-        for name, reg in ext.registers.items():
-            for i, value in engine.register_take(name, reg.size):
-                reg.values[i] = self._registers[name][i] = value
-        for name, meter in ext.meters.items():
-            for i, state in engine.meter_take(name, meter.size):
-                cell = meter.cells[i]
-                if cell is not None:
-                    cell._tokens[:] = state
-                    self._meters[name][i] = (cell, tuple(state))
+        with engine.locked():
+            for name in self.program.tables:
+                by_eid = self._by_eid[name]
+                for eid, packets, nbytes, state in engine.table_take(name):
+                    k = by_eid[eid]
+                    k.entry.packets += packets
+                    k.entry.bytes += nbytes
+                    if k.entry.meter is not None:
+                        k.entry.meter._tokens[:] = state
+                        k.tokens = tuple(state)
+            for name, counter in ext.counters.items():
+                for i, packets, nbytes in engine.counter_take(name, counter.size):
+                    counter.packets[i] += packets
+                    counter.bytes[i] += nbytes
+            for name, reg in ext.registers.items():
+                for i, value in engine.register_take(name, reg.size):
+                    reg.values[i] = self._registers[name][i] = value
+            for name, meter in ext.meters.items():
+                for i, state in engine.meter_take(name, meter.size):
+                    cell = meter.cells[i]
+                    if cell is not None:
+                        cell._tokens[:] = state
+                        self._meters[name][i] = (cell, tuple(state))

@@ -3,7 +3,9 @@
 :class:`NativeSwitch` keeps everything a :class:`~pybmv2.switch.V1Switch` has (the
 P4Runtime layer drives it unchanged) and runs :meth:`process` through a
 :class:`~pybmv2.native.engine.NativeEngine` kept in step by an
-:class:`~pybmv2.native.mirror.EngineMirror`. ``engine="auto"`` runs a program the native
+:class:`~pybmv2.native.mirror.EngineMirror`, which applies every control-plane change as
+it is made; :meth:`NativeSwitch.refresh` brings the engine's counts back before a Read.
+``engine="auto"`` runs a program the native
 engine cannot (or no C compiler) on the Python engine, logging why; ``"native"`` refuses
 it; ``"python"`` never builds anything.
 """
@@ -76,6 +78,7 @@ class NativeSwitch(V1Switch):
         self.mirror: EngineMirror | None = None
         #: why the loaded program runs on the Python engine (None when it runs natively)
         self.fallback_reason: str | None = None
+        self._stale = False  # the Python engine ran packets: push() before the next batch
         super().__init__(program, cpu_port=cpu_port)
 
     @property
@@ -88,22 +91,33 @@ class NativeSwitch(V1Switch):
             super().load(program)
             self.close()
             self.native, self.fallback_reason = native, reason
-            self.mirror = EngineMirror(native, program, self.pre) if native is not None else None
+            if native is not None:
+                self.mirror = EngineMirror(native, program, self.pre)
+                self.mirror.attach()
             if native is None and self.engine_mode == "auto":
                 log.info("running the program on the Python engine: %s", reason)
 
     def close(self) -> None:
         """Free the native engine (the switch then runs on the Python engine)."""
         with self.lock:
+            if self.mirror is not None:
+                self.mirror.detach()
             if self.native is not None:
                 self.native.close()
             self.native = self.mirror = None
 
-    def sync(self) -> None:
-        """Apply the Python state (entries, PRE, externs) to the engine now."""
+    def sync(self) -> int:
+        """Compare the Python state (entries, PRE, externs) with the engine's and apply the
+        differences; how many engine calls that took (0 unless the Python engine ran)."""
+        with self.lock:
+            self._stale = False
+            return self.mirror.push() if self.mirror is not None else 0
+
+    def refresh(self) -> None:
+        """Bring the engine's counters, registers and meter buckets into the Python objects."""
         with self.lock:
             if self.mirror is not None:
-                self.mirror.push()
+                self.mirror.pull()
 
     def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
         return self.process_batch([(port, frame)])
@@ -115,11 +129,14 @@ class NativeSwitch(V1Switch):
         with self.lock:
             if self.native is None or self.mirror is None or self._trace is not None:
                 out: list[tuple[int, bytes]] = []
+                self._stale = self.native is not None
                 for port, frame in frames:
                     out += super().process(port, frame)
                 return out
-            self.mirror.push()
-            out = self.native.process(frames, self.now_us())
+            if self._stale:  # registers and meter buckets the Python engine changed
+                self.sync()
+            with self.native.locked():
+                out = self.native.process(frames, self.now_us())
             self.mirror.pull()
             digests = self.native.take_digests()
         if digests and self.on_digest is not None and self.program is not None:

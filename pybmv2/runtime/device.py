@@ -314,6 +314,7 @@ class DeviceManager:
     def _snapshot(self, p: Pipeline, request: p4runtime_pb2.ReadRequest
                   ) -> tuple[list[ReadPart], P4RuntimeError | None]:
         """What a Read returns, up to the encoding of table entries; hold the batch lock."""
+        self.switch.refresh()  # counters an engine keeps outside the Python objects
         parts: list[ReadPart] = []
         for entity in request.entities:
             try:

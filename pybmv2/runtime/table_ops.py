@@ -246,7 +246,7 @@ def _modify(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -
     if msg.counter_data is not None:
         packets, nbytes = merge_counts(_counter_unit(p, tb), msg.counter_data,
                                        (entry.packets, entry.bytes))
-        table.replace(entry, packets=packets, bytes=nbytes)
+        table.set_counters(entry, packets, nbytes)
 
 
 def _modify_default(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -> None:
@@ -335,9 +335,9 @@ def write_direct_counter(p: Pipeline, update_type: int,
     if update_type == Update.MODIFY:
         packets, nbytes = merge_counter_data(_counter_unit(p, tb), msg.data,
                                              (entry.packets, entry.bytes))
-        table.replace(entry, packets=packets, bytes=nbytes)
+        table.set_counters(entry, packets, nbytes)
     elif update_type == Update.DELETE:
-        table.replace(entry, packets=0, bytes=0)
+        table.set_counters(entry, 0, 0)
     elif update_type == Update.INSERT:
         raise invalid("INSERT update type not supported for counters")
     elif update_type == Update.UNSPECIFIED:

@@ -24,8 +24,18 @@ NX_EXPORT void *nx_create(void) {
     cx->mg = calloc(NX_MGIDS, sizeof(rlist_t *));
     cx->ss = calloc(NX_SESSIONS, sizeof(rlist_t *));
     if (bad || !cx->mg || !cx->ss) return NULL;
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&cx->mu, &ma);
+    pthread_mutexattr_destroy(&ma);
     return cx;
 }
+
+/* the engine's lock: the control plane holds it around every change and read of the state
+ * the I/O thread's packets use (a recursive mutex) */
+NX_EXPORT void nx_lock(void *h) { pthread_mutex_lock(&((ctx_t *)h)->mu); }
+NX_EXPORT void nx_unlock(void *h) { pthread_mutex_unlock(&((ctx_t *)h)->mu); }
 
 NX_EXPORT void nx_destroy(void *h) {
     ctx_t *cx = h;
@@ -48,6 +58,7 @@ NX_EXPORT void nx_destroy(void *h) {
     free(cx->ooff);
     free(cx->olen);
     free(cx->dig.p);
+    pthread_mutex_destroy(&cx->mu);
     free(cx);
 }
 

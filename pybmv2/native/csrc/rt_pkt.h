@@ -15,7 +15,12 @@ typedef struct {
     u64 port; /* the egress job's port */
 } pkt_t;
 
+struct nx_io;
+
 typedef struct ctx {
+    /* held by the I/O thread while it runs packets, and by every control-plane change */
+    pthread_mutex_t mu;
+    struct nx_io *io;
     table_t tables[NX_NT];
     profile_t profiles[NX_NP];
     counter_t counters[NX_NC];
