@@ -26,13 +26,15 @@ from controller.errors import EmulationError, ToolchainMissing
 from controller.netstate import NetRecord
 from controller.readiness import free_tcp_port, wait_for_tcp
 
-__all__ = ["LOG_LEVELS", "TARGETS", "SwitchProcess", "SwitchSpec", "switch_command"]
+__all__ = ["ENGINES", "LOG_LEVELS", "TARGETS", "SwitchProcess", "SwitchSpec", "switch_command"]
 
 log = logging.getLogger(__name__)
 
 TARGETS = ("python", "bmv2")
 CPU_PORT = 510
 #: BMv2's ``--log-level`` values; ``info`` and quieter log no packet, ``debug`` and ``trace``
+#: the Python target's packet engines (mlfabric-switch --engine)
+ENGINES = ("auto", "native", "python")
 #: log every packet (the log then grows with the traffic)
 LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "off")
 
@@ -53,6 +55,8 @@ class SwitchSpec:
     pcap_dir: Path | None = None
     #: BMv2's Thrift port (simple_switch_CLI); the Python target has no Thrift server
     thrift_port: int | None = None
+    #: the Python target's packet engine (``auto``, ``native``, ``python``); None: its default
+    engine: str | None = None
     extra_args: tuple[str, ...] = ()
 
 
@@ -68,6 +72,8 @@ def switch_command(spec: SwitchSpec) -> list[str]:
 
     >>> switch_command(SwitchSpec(name="s1", ports={1: "s1-eth1"}, grpc_address="127.0.0.1:50001"))[1:]
     ['--no-p4', '-i', '1@s1-eth1', '--device-id', '1', '--', '--grpc-server-addr', '127.0.0.1:50001', '--cpu-port', '510']
+    >>> switch_command(SwitchSpec(name="s1", ports={}, engine="native"))[-2:]
+    ['--engine', 'native']
     >>> switch_command(SwitchSpec(name="s1", ports={}, log_dir=Path("logs"), pcap_dir=Path("pcaps"),
     ...                           log_level="warn", thrift_port=9090))[1:7]
     ['--no-p4', '-L', 'warn', '--pcap', 'pcaps', '--device-id']
@@ -76,6 +82,10 @@ def switch_command(spec: SwitchSpec) -> list[str]:
         raise EmulationError(f"unknown target {spec.target!r}: choose one of {TARGETS}")
     if spec.log_level not in LOG_LEVELS:
         raise EmulationError(f"unknown log level {spec.log_level!r}: choose one of {', '.join(LOG_LEVELS)}")
+    if spec.engine is not None and spec.engine not in ENGINES:
+        raise EmulationError(f"unknown engine {spec.engine!r}: choose one of {', '.join(ENGINES)}")
+    if spec.engine is not None and spec.target != "python":
+        raise EmulationError(f"--engine {spec.engine} is an option of the Python target, not of {spec.target}")
     if spec.target == "bmv2":
         exe = shutil.which("simple_switch_grpc")
         if exe is None:
@@ -96,6 +106,8 @@ def switch_command(spec: SwitchSpec) -> list[str]:
     cmd += ["--device-id", str(spec.device_id), "--", "--grpc-server-addr", spec.grpc_address]
     if spec.cpu_port is not None:
         cmd += ["--cpu-port", str(spec.cpu_port)]
+    if spec.engine is not None:
+        cmd += ["--engine", spec.engine]
     cmd += list(spec.extra_args)
     return cmd
 

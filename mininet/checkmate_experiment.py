@@ -254,7 +254,7 @@ def main(argv: list[str]) -> int:
         cfg = CheckmateConfig(servers=a.servers, rails=a.rails, rate_mbps=a.rate_mbps, iterations=a.iterations,
                               repetitions=a.repetitions, hidden=a.hidden, batch=a.batch, optimizer=a.optimizer,
                               lr=a.lr, compute_ms=a.compute_ms, checkpoint_ks=tuple(a.checkpoint_every),
-                              target=a.target, loss_rate=a.loss_rate, seed=a.seed,
+                              target=a.target, engine=a.engine, loss_rate=a.loss_rate, seed=a.seed,
                               recovery=not a.no_recovery).validate()
     except MlfabricError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
@@ -298,7 +298,7 @@ def _experiment(cfg: CheckmateConfig, topo: Any, out: Path, rows: list[dict], ev
     recovery = None
     with tempfile.TemporaryDirectory(prefix="mlfabric-checkmate-") as tmp:
         work = Path(tmp)
-        with EmulatedFabric(topo, target=cfg.target, log_dir=work / "logs") as fab:
+        with EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, log_dir=work / "logs") as fab:
             program = job_program(cfg, fab.live)
             switches = install_mirror(program)
             _say(f"fabric up in {fab.timings.bring_up_s:.1f} s ({cfg.target} target); mirror entries on "

@@ -90,7 +90,8 @@ class EmulatedFabric:
                  schedule: Schedule | None = None, routing: str = "direct",
                  calendar_queues: bool = False, margin_us: int = 0,
                  switch_args_of: Mapping[str, tuple[str, ...]] | None = None,
-                 pcap_dir: Path | None = None, log_level: str = "info", run_dir: Path | None = None) -> None:
+                 pcap_dir: Path | None = None, log_level: str = "info", run_dir: Path | None = None,
+                 engine: str | None = None) -> None:
         self.topo = require_valid(topo, topo.name)
         if calendar_queues and target != "python":
             raise EmulationError("calendar queues are a Python-target extension: on BMv2 a packet whose "
@@ -107,6 +108,10 @@ class EmulatedFabric:
         self.schedule_epoch_us: float | None = None
         self.clock_reports: list[ClockReport] = []
         self.target = target
+        if engine is not None and target != "python":
+            raise EmulationError(f"--engine {engine} is an option of the Python target, not of {target}")
+        #: the Python target's packet engine (None: mlfabric-switch's default, auto)
+        self.engine = engine
         self.shape = shape
         #: make traffic sourced from NIC r's address leave through NIC r (the fat-tree's
         #: direct cross-rail path); without it the kernel picks the NIC by destination
@@ -191,7 +196,8 @@ class EmulatedFabric:
             net.addSwitch(s.name, cls=P4TargetSwitch, target=self.target, device_id=s.device_id,
                           grpc_address=grpc[s.name], record=self._record, log_dir=self.log_dir,
                           log_level=self.log_level, pcap_dir=self.pcap_dir,
-                          thrift_port=self.thrift_ports.get(s.name), defer_ready=True, extra_args=(*self.switch_args, *self.switch_args_of.get(s.name, ())))
+                          thrift_port=self.thrift_ports.get(s.name), defer_ready=True, extra_args=(*self.switch_args, *self.switch_args_of.get(s.name, ())),
+                          engine=self.engine)
         for lk in self.topo.links:
             kwargs: dict[str, object] = {}
             ends = []

@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topology", type=Path, help="the topology file (YAML) to build")
     p.add_argument("--target", choices=("python", "bmv2"), default="python",
                    help="switch target: the project's Python switch or BMv2 simple_switch_grpc (default: python)")
+    p.add_argument("--engine", choices=("auto", "native", "python"), default=None,
+                   help="the Python target's packet engine (mlfabric-switch --engine; default: auto, "
+                        "native where it can run the program)")
     p.add_argument("--no-rules", action="store_true", help="load pipelines but install no rules")
     p.add_argument("--no-shaping", action="store_true", help="do not shape links to their rates")
     p.add_argument("--source-routing", action="store_true",
@@ -77,7 +80,7 @@ def main(argv: list[str]) -> int:
     try:
         topo = load_topology(a.topology)
         schedule = load_schedule(a.schedule) if a.schedule else None
-        fabric = EmulatedFabric(topo, target=a.target, shape=not a.no_shaping, install=not a.no_rules,
+        fabric = EmulatedFabric(topo, target=a.target, engine=a.engine, shape=not a.no_shaping, install=not a.no_rules,
                                 source_routing=a.source_routing, schedule=schedule,
                                 routing=a.routing, calendar_queues=a.calendar_queues,
                                 margin_us=a.margin_us, log_level=a.log_level)

@@ -32,14 +32,15 @@ class P4TargetSwitch(Switch):
 
     Extra parameters: ``target`` (python|bmv2), ``device_id``, ``grpc_address``,
     ``cpu_port``, ``record`` (a NetRecord the process is registered in), ``log_dir``,
-    ``log_level``, ``pcap_dir``, ``thrift_port`` (BMv2), ``defer_ready``.
+    ``log_level``, ``pcap_dir``, ``thrift_port`` (BMv2), ``defer_ready``, ``engine`` (the
+    Python target's packet engine: auto, native or python; None: its default).
     """
 
     def __init__(self, name: str, *, target: str = "python", device_id: int = 1,
                  grpc_address: str = "127.0.0.1:9559", cpu_port: int | None = CPU_PORT,
                  record: NetRecord | None = None, log_dir: Path | None = None, log_level: str = "info",
                  pcap_dir: Path | None = None, thrift_port: int | None = None, start_timeout: float = 15.0, defer_ready: bool = False,
-                 extra_args: tuple[str, ...] = (), **params) -> None:
+                 extra_args: tuple[str, ...] = (), engine: str | None = None, **params) -> None:
         super().__init__(name, **params)
         self.target = target
         self.device_id = device_id
@@ -55,6 +56,7 @@ class P4TargetSwitch(Switch):
         #: a fabric's switches start in parallel
         self.defer_ready = defer_ready
         self.extra_args = tuple(extra_args)
+        self.engine = engine
         self.process: SwitchProcess | None = None
 
     def port_map(self) -> dict[int, str]:
@@ -66,7 +68,8 @@ class P4TargetSwitch(Switch):
         spec = SwitchSpec(name=self.name, target=self.target, ports=self.port_map(),
                           device_id=self.device_id, grpc_address=self.grpc_address,
                           cpu_port=self.cpu_port, log_dir=self.log_dir, log_level=self.log_level,
-                          pcap_dir=self.pcap_dir, thrift_port=self.thrift_port, extra_args=self.extra_args)
+                          pcap_dir=self.pcap_dir, thrift_port=self.thrift_port, extra_args=self.extra_args,
+                          engine=self.engine)
         if self.record is not None:
             for iface in spec.ports.values():
                 self.record.add_link(iface)

@@ -149,7 +149,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
     info: dict = {}
     _say(f"{fabric}: building {len(topo.switches)} switches, {len(topo.hosts)} servers, {len(topo.links)} links "
          f"({cfg.target} target)")
-    with EmulatedFabric(topo, target=cfg.target, source_routing=(fabric == "fat-tree"),
+    with EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, source_routing=(fabric == "fat-tree"),
                         log_dir=workdir / "logs" / fabric) as fab:
         info["bring_up_s"] = round(fab.timings.bring_up_s, 2)
         _say(f"{fabric}: up in {fab.timings.bring_up_s:.1f} s; rules installed")
@@ -268,7 +268,7 @@ def main(argv: list[str]) -> int:
         cfg = ExperimentConfig(gpus=a.gpus, rails=a.rails, rate_mbps=a.rate_mbps, nvlink_factor=a.nvlink_factor,
                                iterations=a.iterations, allreduce_bytes=a.allreduce_kb * 1024,
                                alltoall_bytes=a.alltoall_kb * 1024, compute_s=a.compute_ms / 1000,
-                               target=a.target, fail_rail=a.fail_rail, spines=a.spines,
+                               target=a.target, engine=a.engine, fail_rail=a.fail_rail, spines=a.spines,
                                worker_timeout_s=a.worker_timeout).validate()
         topos = fabrics_for(cfg, load_topology(a.topology) if a.topology else None)
         for topo in topos.values():  # before the results folder: a refused run leaves nothing

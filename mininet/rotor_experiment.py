@@ -75,9 +75,9 @@ def _fabric(cfg: RotorConfig, slice_us: int) -> EmulatedFabric:
     if cfg.target == "python":
         depth = math.ceil(slice_us / 1e6 * cfg.line_pps) + 2
         paced = [arg for port in range(1, cfg.racks + 1) for arg in ("--queue-rate-port", f"{port}:{cfg.line_pps:.2f}")]
-        return EmulatedFabric(topo, target="python", shape=False, publish=False, calendar_queues=True,
+        return EmulatedFabric(topo, target="python", engine=cfg.engine, shape=False, publish=False, calendar_queues=True,
                               switch_args=(*paced, "--queue-depth", str(depth)))
-    return EmulatedFabric(topo, target=cfg.target, publish=False)
+    return EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, publish=False)
 
 
 def _reap(procs: list[subprocess.Popen]) -> None:
@@ -232,7 +232,7 @@ def _config(a: argparse.Namespace) -> RotorConfig:
     if a.duty_cycles is not None:
         # nights rounded to 0.1 ms, so that the schedule's slot grid stays coarse enough to install
         nights = tuple(round(a.reference_slice_ms * (1 / d - 1), 1) for d in a.duty_cycles if 0 < d <= 1)
-    cfg = RotorConfig(target=a.target, racks=a.racks, repetitions=a.repetitions, rate_mbps=a.rate_mbps,
+    cfg = RotorConfig(target=a.target, engine=a.engine, racks=a.racks, repetitions=a.repetitions, rate_mbps=a.rate_mbps,
                       slices_ms=a.slices_ms, reference_slice_ms=a.reference_slice_ms, nights_ms=nights,
                       patterns=tuple(x for x in a.patterns.split(",") if x), levels=a.levels,
                       level_seconds=a.seconds, probe_seconds=1.5 * a.seconds, allreduce_bytes=a.allreduce_kb * 1024,

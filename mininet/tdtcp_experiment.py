@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_config(argv: list[str]) -> tuple[TdtcpConfig, Path | None]:
     a = build_parser().parse_args(argv)
-    cfg = TdtcpConfig(target=a.target, repetitions=1 if a.quick else a.repetitions, seconds=3.0 if a.quick else a.seconds,
+    cfg = TdtcpConfig(target=a.target, engine=a.engine, repetitions=1 if a.quick else a.repetitions, seconds=3.0 if a.quick else a.seconds,
                       day_ms=a.day_ms, gap_ms=a.gap_ms, fast=a.fast, slow=a.slow,
                       transports=tuple(t for t in a.transports.split(",") if t))
     return cfg, a.out
@@ -161,7 +161,7 @@ def run_repetition(cfg: TdtcpConfig, rep: int) -> list[dict[str, Any]]:
     python = cfg.target == "python"
     sched = schedule(cfg)
     rows = []
-    with EmulatedFabric(fabric(cfg), target=cfg.target, shape=True, publish=False, schedule=sched,
+    with EmulatedFabric(fabric(cfg), target=cfg.target, engine=cfg.engine, shape=True, publish=False, schedule=sched,
                         calendar_queues=python, switch_args=("--queue-depth", "256") if python else (),
                         switch_args_of=switch_args(cfg) if python else None) as fab:
         assert fab.live is not None and fab.schedule_epoch_us is not None

@@ -70,9 +70,9 @@ def parse_config(argv: list[str]) -> tuple[TopoOptConfig, Path | None]:
     except ValueError:
         raise ConfigError("<topoopt experiment>", "--degrees", a.degrees, "a comma-separated list of integers") from None
     if a.quick:
-        return TopoOptConfig(target=a.target, servers=8, degrees=(2,), rate_mbps=a.rate_mbps, repetitions=1,
+        return TopoOptConfig(target=a.target, engine=a.engine, servers=8, degrees=(2,), rate_mbps=a.rate_mbps, repetitions=1,
                              allreduce_bytes=128 * 1024, alltoall_bytes=64 * 1024), a.out
-    return TopoOptConfig(target=a.target, servers=a.servers, degrees=degrees, rate_mbps=a.rate_mbps,
+    return TopoOptConfig(target=a.target, engine=a.engine, servers=a.servers, degrees=degrees, rate_mbps=a.rate_mbps,
                          repetitions=a.repetitions, allreduce_bytes=a.allreduce_kb * 1024,
                          alltoall_bytes=a.alltoall_kb * 1024), a.out
 
@@ -96,7 +96,7 @@ def run_fabric(cfg: TopoOptConfig, topo: Topology, d: int, workdir: Path) -> lis
     path.write_text(json.dumps(config))
     rows: list[dict[str, Any]] = []
     base = {"fabric": topo.kind, "degree": d, "name": topo.name}
-    with EmulatedFabric(topo, target=cfg.target, publish=False) as fab:
+    with EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, publish=False) as fab:
         def popen(rank: Rank, argv: list[str]) -> subprocess.Popen:
             return fab.host(f"s{rank.server}").popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                                       stderr=subprocess.PIPE)

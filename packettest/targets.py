@@ -8,7 +8,9 @@
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from types import TracebackType
 
 from controller.netstate import NetRecord
@@ -91,18 +93,24 @@ class InProcessTarget(PacketTarget):
 
 class ProcessTarget(PacketTarget):
     def __init__(self, kind: str, artifact: Artifact, ports: Sequence[int], *, device_id: int = 1,
-                 cpu_port: int = CPU_PORT) -> None:
+                 cpu_port: int = CPU_PORT, engine: str | None = None,
+                 extra_args: tuple[str, ...] = ()) -> None:
         from packettest.veth import VethPorts
 
         self.kind = kind
         self._stack = contextlib.ExitStack()
         try:
             record = self._stack.enter_context(NetRecord(f"packettest-{kind}"))
+            #: the switch's log (info level)
+            self.log_dir = Path(self._stack.enter_context(tempfile.TemporaryDirectory(
+                prefix=f"packettest-{kind}-")))
             self.veth = VethPorts(ports, record)
             self._stack.callback(self.veth.close)
             spec = SwitchSpec(name=f"pt-{kind}", target="python" if kind == "python-process" else "bmv2",
                               ports=self.veth.switch_ifaces, device_id=device_id,
-                              grpc_address=f"127.0.0.1:{free_tcp_port()}", cpu_port=cpu_port)
+                              grpc_address=f"127.0.0.1:{free_tcp_port()}", cpu_port=cpu_port,
+                              engine=engine if kind == "python-process" else None,
+                              log_dir=self.log_dir, extra_args=extra_args)
             self.process = self._stack.enter_context(SwitchProcess(spec, record))
             self.client = P4RuntimeClient(spec.grpc_address, device_id=device_id).connect()
             self._stack.callback(self.client.close)
@@ -110,6 +118,10 @@ class ProcessTarget(PacketTarget):
         except BaseException:
             self._stack.close()
             raise
+
+    def log_text(self) -> str:
+        """What the switch has logged so far."""
+        return "".join(p.read_text(errors="replace") for p in self.log_dir.glob("*.log"))
 
     def send(self, port: int, frame: bytes, *, expect: int | None = None) -> Outputs:
         self.veth.drain()
@@ -123,11 +135,11 @@ class ProcessTarget(PacketTarget):
 @contextlib.contextmanager
 def open_target(kind: str, artifact: Artifact, ports: Sequence[int] = (1, 2, 3, 4), *,
                 device_id: int = 1, cpu_port: int = CPU_PORT,
-                engine: str = "python") -> Iterator[PacketTarget]:
+                engine: str = "python", extra_args: tuple[str, ...] = ()) -> Iterator[PacketTarget]:
     """Start a target of ``kind`` with ``artifact`` loaded; always torn down on exit.
 
-    ``engine`` (``python``, ``native`` or ``auto``) selects the in-process target's packet
-    engine; the other kinds ignore it.
+    ``engine`` (``python``, ``native`` or ``auto``) selects the packet engine of the Python
+    target, in process or as a process; ``bmv2`` ignores it.
     """
     if kind not in KINDS:
         raise ValueError(f"unknown target kind {kind!r}: choose one of {KINDS}")
@@ -135,7 +147,8 @@ def open_target(kind: str, artifact: Artifact, ports: Sequence[int] = (1, 2, 3, 
     if kind == "python":
         target = InProcessTarget(artifact, device_id=device_id, cpu_port=cpu_port, engine=engine)
     else:
-        target = ProcessTarget(kind, artifact, ports, device_id=device_id, cpu_port=cpu_port)
+        target = ProcessTarget(kind, artifact, ports, device_id=device_id, cpu_port=cpu_port,
+                               engine=engine, extra_args=extra_args)
     try:
         yield target
     finally:

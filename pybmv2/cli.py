@@ -2,6 +2,7 @@
 
     mlfabric-switch [--no-p4 | PROGRAM.json] -i 1@veth1 -i 2@veth2 \\
         [--device-id N] [--grpc-server-addr ADDR] [--cpu-port N] [--pcap DIR] [--log-console] [-L LEVEL]
+        [--engine auto|native|python]
 
 As with simple_switch_grpc, target options may follow a ``--``.
 """
@@ -82,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port-ingress-delay", type=_port_delay, action="append", default=[], metavar="PORT:US",
                    help="extension (not in BMv2): delay every frame this port receives by US microseconds (the "
                         "other direction of a link to a host)")
+    p.add_argument("--engine", choices=("auto", "native", "python"), default="auto",
+                   help="packet engine: native runs the program compiled to C, with its own I/O "
+                        "thread; python the interpreter; auto (default) native where it can run "
+                        "the program and the options, else python, logging why")
     p.add_argument("--calendar-queue", default=None, metavar="FIELD",
                    help="extension (not in BMv2): hold each packet until the switch-clock time (us) in "
                         "this metadata field, e.g. release_us (OpenOptics' calendar queues)")
@@ -113,6 +118,7 @@ def _options(args: argparse.Namespace):
         port_delays=dict(args.port_delay),
         port_ingress_delays=dict(args.port_ingress_delay),
         log_console=log_level(args) in ("trace", "debug"),
+        engine=args.engine,
     )
 
 

@@ -1,8 +1,12 @@
 """Process mode: a switch attached to Linux interfaces, serving P4Runtime.
 
-The I/O thread waits on every port's socket and runs received frames through ingress; the
-egress queues' worker runs egress and transmits. Frames for the CPU port become P4Runtime
-packet-ins; packet-outs enter ingress on the CPU port, as on simple_switch_grpc.
+On the Python engine, the I/O thread waits on every port's socket and runs received frames
+through ingress; the egress queues' worker runs egress and transmits. On the native engine
+(``engine="native"``, or ``"auto"`` where it can run the program) the engine's own C thread
+does all of that (:mod:`pybmv2.native.io`) and the Python loop stands by; each pipeline
+change stops it and starts one on the new program's engine, or hands the ports back to the
+Python loop. Frames for the CPU port become P4Runtime packet-ins; packet-outs enter ingress
+on the CPU port, as on simple_switch_grpc.
 """
 
 from __future__ import annotations
@@ -14,14 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pybmv2.calendar import CalendarQueue, release_slot
-from pybmv2.errors import PacketIOError
+from pybmv2.errors import PacketIOError, TargetError
 from pybmv2.pcap import PcapWriter
 from pybmv2.ports import Port, PortSpec
 from pybmv2.program import Program
 from pybmv2.queues import DEFAULT_QUEUE_DEPTH, EgressQueues
 from pybmv2.switch import EgressJob, V1Switch
 
-__all__ = ["DaemonOptions", "SwitchDaemon"]
+__all__ = ["ENGINES", "DaemonOptions", "SwitchDaemon", "python_only_features"]
+
+#: the packet engines ``--engine`` chooses from
+ENGINES = ("auto", "native", "python")
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +54,36 @@ class DaemonOptions:
     port_delays: dict[int, int] = field(default_factory=dict)
     #: extension: a fixed delay (us) on what these ports receive (a host's side of a link)
     port_ingress_delays: dict[int, int] = field(default_factory=dict)
+    #: the packet engine: ``auto`` (native where it can run the program), ``native``, ``python``
+    engine: str = "auto"
+
+
+def python_only_features(options: DaemonOptions) -> list[str]:
+    """The options given that only the Python engine implements (tracing, pcap, extensions).
+
+    >>> python_only_features(DaemonOptions(log_console=True, port_delays={1: 5}))
+    ['--log-console (packet tracing)', '--port-delay']
+    """
+    wanted = [(options.log_console, "--log-console (packet tracing)"),
+              (options.pcap_dir is not None, "--pcap"),
+              (options.calendar_field is not None, "--calendar-queue"),
+              (bool(options.port_delays), "--port-delay"),
+              (bool(options.port_ingress_delays), "--port-ingress-delay")]
+    return [name for on, name in wanted if on]
+
+
+def _engine_mode(options: DaemonOptions) -> str:
+    """The engine the switch runs: ``python`` when options need it (refused with native)."""
+    if options.engine not in ENGINES:
+        raise TargetError(f"unknown engine {options.engine!r}: choose one of {ENGINES}")
+    needs = python_only_features(options)
+    if options.engine == "python" or not needs:
+        return options.engine
+    if options.engine == "native":
+        raise TargetError(f"{', '.join(needs)} need the Python engine: leave out --engine "
+                          "native (or give --engine python)")
+    log.info("engine auto: the Python engine runs the switch (%s need it)", ", ".join(needs))
+    return "python"
 
 
 class SwitchDaemon:
@@ -56,8 +93,16 @@ class SwitchDaemon:
         from pybmv2.runtime.server import P4RuntimeServer
 
         self.options = options
+        from pybmv2.native.io import NativeIO
+        from pybmv2.native.switch import NativeSwitch
+
         program = Program.from_file(options.json_path) if options.json_path else None
-        self.switch = V1Switch(program, cpu_port=options.cpu_port)
+        mode = _engine_mode(options)
+        self.switch: V1Switch = (V1Switch(program, cpu_port=options.cpu_port) if mode == "python"
+                                 else NativeSwitch(program, cpu_port=options.cpu_port, engine=mode))
+        #: the native engine's I/O thread while it runs the ports, else None
+        self.native_io: NativeIO | None = None
+        self._serving = False
         if options.log_console:
             trace_log = logging.getLogger("pybmv2.trace")
             self.switch.set_trace(trace_log.info)
@@ -88,16 +133,54 @@ class SwitchDaemon:
                         self._pcaps[(spec.number, direction)] = PcapWriter(path)
             self.server = P4RuntimeServer(self.switch, device_id=options.device_id, address=options.grpc_addr)
             self.server.packet_out_injector = self.inject
+            if isinstance(self.switch, NativeSwitch):
+                self.switch.before_engine_change = self._stop_native_io
+                self.switch.after_engine_change = self._start_native_io
         except BaseException:
             self.close()
             raise
 
     # -- data path -------------------------------------------------------------------------
 
+    @property
+    def engine_name(self) -> str:
+        """The engine running the ports now: ``native`` or ``python``."""
+        return "native" if self.native_io is not None else "python"
+
     def inject(self, port: int, frame: bytes) -> None:
         """A frame entering the switch on ``port`` (the CPU port for packet-outs)."""
-        for job in self.switch.ingress(port, frame):
+        with self.switch.lock:  # a pipeline change hands the ports over under this lock
+            nio = self.native_io
+            if nio is not None:
+                nio.inject(port, frame)
+                return
+            jobs = self.switch.ingress(port, frame)
+        for job in jobs:
             self._enqueue(job)
+
+    def _start_native_io(self) -> None:
+        """Give the ports to the native engine's I/O thread (when it runs the program)."""
+        from pybmv2.native.io import NativeIO
+        from pybmv2.native.switch import NativeSwitch
+
+        sw = self.switch
+        if not self._serving or not isinstance(sw, NativeSwitch) or sw.native is None:
+            return
+        opts = self.options
+        self.native_io = NativeIO(
+            sw.native, {n: p.fileno() for n, p in self.ports.items()}, start_ns=sw._start_ns,
+            cpu_port=opts.cpu_port, on_packet_in=self._packet_in, on_digest=sw.deliver_digest,
+            depth=opts.queue_depth, rate_pps=opts.queue_rate_pps, port_rates=opts.port_rates)
+        log.info("the native engine runs the ports")
+
+    def _stop_native_io(self) -> None:
+        nio, self.native_io = self.native_io, None
+        if nio is not None:
+            nio.close()
+
+    def _packet_in(self, port: int, frame: bytes) -> None:
+        for out_port, out in self.server.deliver_outputs([(port, frame)]):
+            self._send(out_port, out)
 
     def _enqueue(self, job: EgressJob) -> None:
         if self.calendar is not None:
@@ -152,6 +235,9 @@ class SwitchDaemon:
 
     def serve_forever(self) -> None:
         self.server.start()
+        with self.switch.lock:
+            self._serving = True
+            self._start_native_io()
         self.queues.start()
         if self.calendar is not None:
             self.calendar.start()
@@ -166,7 +252,10 @@ class SwitchDaemon:
             sel.register(port, selectors.EVENT_READ, number)
         try:
             while not self._stop.is_set():
-                for key, _ in sel.select(timeout=0.2):
+                if self.native_io is not None:  # the native engine's thread has the ports
+                    self._stop.wait(0.05)
+                    continue
+                for key, _ in sel.select(timeout=0.05):
                     number = key.data
                     port = self.ports[number]
                     pcap = self._pcaps.get((number, "in"))
@@ -192,6 +281,9 @@ class SwitchDaemon:
         server = getattr(self, "server", None)
         if server is not None:
             server.stop()
+        with self.switch.lock:
+            self._serving = False
+            self._stop_native_io()
         if self.calendar is not None:
             self.calendar.stop()
         if self.delay_line is not None:

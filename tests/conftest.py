@@ -106,6 +106,26 @@ def target_name(pytestconfig: pytest.Config) -> str:
     return str(pytestconfig.getoption("--target"))
 
 
+#: the Python target's packet engines a switch-process test runs on, each in turn
+SWITCH_ENGINES = ("python", "native")
+
+
+def engine_for_target(target_name: str, engine: str) -> str | None:
+    """The ``--engine`` a switch process gets: ``engine`` on the Python target; on BMv2 None
+    (and the native run is skipped: the engine is the Python target's)."""
+    if target_name == "python":
+        return engine
+    if engine == "native":
+        pytest.skip("the native engine is an engine of the Python target")
+    return None
+
+
+@pytest.fixture(params=SWITCH_ENGINES)
+def switch_engine(request: pytest.FixtureRequest, target_name: str) -> str | None:
+    """A switch process's engine: every test using it runs on both engines."""
+    return engine_for_target(target_name, request.param)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _net_cleanup_finalizer():
     """Whatever a crashed test left behind (switch processes, links) is removed at the end."""

@@ -65,6 +65,8 @@ class CheckmateConfig:
     compute_ms: float = 20.0
     checkpoint_ks: tuple[int, ...] = (1, 10, 50)
     target: str = "python"
+    #: the Python target's packet engine (mlfabric-switch --engine); None: its default
+    engine: str | None = None
     loss_rate: float = 0.0
     seed: int = 1
     recovery: bool = True

@@ -26,9 +26,12 @@ def experiment_parser(name: str, description: str | None) -> argparse.ArgumentPa
 
 
 def add_common_options(p: argparse.ArgumentParser, name: str, *, repetitions: int | None = None) -> None:
-    """``--target``, ``--out`` and (when the experiment repeats runs) ``--repetitions``."""
+    """``--target``, ``--engine``, ``--out`` and (when the experiment repeats runs)
+    ``--repetitions``."""
     p.add_argument("--target", choices=("python", "bmv2"), default="python",
                    help="switch target: the project's Python switch or BMv2 simple_switch_grpc")
+    p.add_argument("--engine", choices=("auto", "native", "python"), default=None,
+                   help="the Python target's packet engine (mlfabric-switch --engine; default: auto)")
     if repetitions is not None:
         p.add_argument("--repetitions", type=int, default=repetitions,
                        help="independent runs of everything; figures are mean ± sd over them")

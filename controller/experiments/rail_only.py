@@ -46,6 +46,8 @@ class ExperimentConfig:
     alltoall_bytes: int = 256 << 10
     compute_s: float = 0.05
     target: str = "python"
+    #: the Python target's packet engine (mlfabric-switch --engine); None: its default
+    engine: str | None = None
     timeout_s: float = 120.0
     #: a collective fails when a transfer makes no progress for this long
     worker_timeout_s: float = 15.0

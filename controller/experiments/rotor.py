@@ -65,6 +65,8 @@ class RotorConfig:
     """What one run of ``mlfabric experiment run rotor`` emulates."""
 
     target: str = "python"
+    #: the Python target's packet engine (mlfabric-switch --engine); None: its default
+    engine: str | None = None
     racks: int = 4
     repetitions: int = 3
     rate_mbps: float = 3.0

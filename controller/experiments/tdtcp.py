@@ -48,6 +48,8 @@ class TdtcpConfig:
     packet network: 8x the rate, a fifth of the delay, scaled down to milliseconds)."""
 
     target: str = "python"
+    #: the Python target's packet engine (mlfabric-switch --engine); None: its default
+    engine: str | None = None
     repetitions: int = 3
     seconds: float = 8.0
     day_ms: float = 20.0

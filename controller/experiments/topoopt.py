@@ -40,6 +40,8 @@ class TopoOptConfig:
     """What one run of ``mlfabric experiment run topoopt`` emulates."""
 
     target: str = "python"
+    #: the Python target's packet engine (mlfabric-switch --engine); None: its default
+    engine: str | None = None
     servers: int = 16
     degrees: tuple[int, ...] = (2, 3, 4)
     rate_mbps: float = 10.0

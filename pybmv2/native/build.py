@@ -23,7 +23,7 @@ __all__ = ["CFLAGS", "build", "cache_dir", "compiler"]
 
 log = logging.getLogger(__name__)
 
-CFLAGS = ("-O2", "-shared", "-fPIC", "-std=gnu11", "-fvisibility=hidden", "-w")
+CFLAGS = ("-O2", "-shared", "-fPIC", "-std=gnu11", "-pthread", "-fvisibility=hidden", "-w")
 #: seconds a compilation may take
 BUILD_TIMEOUT = 600
 

@@ -76,6 +76,16 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "nx_digests": (c_uint32, [c_void_p, POINTER(c_void_p), U64P]),
     "nx_algo": (c_uint64, [c_char_p, c_char_p, c_uint64]),
     "nx_lock": (None, [c_void_p]),
+    "nx_io_open": (c_int, [c_void_p, c_uint64, c_int64, c_uint32, c_double]),
+    "nx_io_port": (c_int, [c_void_p, c_uint32, c_int]),
+    "nx_io_queue": (c_int, [c_void_p, c_int64, c_uint32, c_double]),
+    "nx_io_start": (c_int, [c_void_p]),
+    "nx_io_stop": (None, [c_void_p]),
+    "nx_io_close": (None, [c_void_p]),
+    "nx_io_up_fd": (c_int, [c_void_p]),
+    "nx_io_inject": (c_int, [c_void_p, c_uint64, c_char_p, c_uint32]),
+    "nx_io_take": (c_uint64, [c_void_p, POINTER(c_void_p)]),
+    "nx_io_stats": (c_int, [c_void_p, U64P, U32P, c_uint32]),
     "nx_unlock": (None, [c_void_p]),
 }
 
@@ -407,7 +417,11 @@ class NativeEngine:
         return [(p, blob[o:o + ln]) for p, o, ln in zip(oports, offs, lns, strict=True)]
 
     def _collect_digests(self) -> None:
-        raw = ctypes.string_at(self._dig, 8 * self._nwords.value)
+        self._digests += self.decode_digests(ctypes.string_at(self._dig, 8 * self._nwords.value))
+
+    def decode_digests(self, raw: bytes) -> list[tuple[int, tuple[int, ...]]]:
+        """The (learn list id, values) of the engine's digest records in ``raw``."""
+        out: list[tuple[int, tuple[int, ...]]] = []
         words = memoryview(raw).cast("Q").tolist()
         at = 0
         while at < len(words):
@@ -419,8 +433,9 @@ class NativeEngine:
                 if (signed[i] if i < len(signed) else False) and v >> 127:
                     v -= 1 << 128
                 values.append(v)
-            self._digests.append((lid, tuple(values)))
+            out.append((lid, tuple(values)))
             at += 2 + 2 * n
+        return out
 
     def take_digests(self) -> list[tuple[int, tuple[int, ...]]]:
         """The (learn list id, field values) of every digest since the last call."""

@@ -13,7 +13,7 @@ it; ``"python"`` never builds anything.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pybmv2.native.build import compiler
 from pybmv2.native.cprogram import native_support
@@ -79,6 +79,10 @@ class NativeSwitch(V1Switch):
         #: why the loaded program runs on the Python engine (None when it runs natively)
         self.fallback_reason: str | None = None
         self._stale = False  # the Python engine ran packets: push() before the next batch
+        #: called under the lock before a load replaces the engine, and after (process mode
+        #: stops the engine's I/O thread and starts one on the new engine)
+        self.before_engine_change: Callable[[], None] | None = None
+        self.after_engine_change: Callable[[], None] | None = None
         super().__init__(program, cpu_port=cpu_port)
 
     @property
@@ -89,6 +93,8 @@ class NativeSwitch(V1Switch):
         with self.lock:
             native, reason = engine_for(program, self.engine_mode)
             super().load(program)
+            if self.before_engine_change is not None:
+                self.before_engine_change()
             self.close()
             self.native, self.fallback_reason = native, reason
             if native is not None:
@@ -96,6 +102,8 @@ class NativeSwitch(V1Switch):
                 self.mirror.attach()
             if native is None and self.engine_mode == "auto":
                 log.info("running the program on the Python engine: %s", reason)
+            if self.after_engine_change is not None:
+                self.after_engine_change()
 
     def close(self) -> None:
         """Free the native engine (the switch then runs on the Python engine)."""
@@ -139,9 +147,13 @@ class NativeSwitch(V1Switch):
                 out = self.native.process(frames, self.now_us())
             self.mirror.pull()
             digests = self.native.take_digests()
-        if digests and self.on_digest is not None and self.program is not None:
-            for lid, values in digests:
-                ll = self.program.learn_lists.get(lid)
-                if ll is not None:
-                    self.on_digest(DigestSample(ll.id, ll.name, values))
+        for lid, values in digests:
+            self.deliver_digest(lid, values)
         return out
+
+    def deliver_digest(self, learn_id: int, values: tuple[int, ...]) -> None:
+        """A digest the engine made, to :attr:`on_digest` as the Python engine gives it."""
+        program, sink = self.program, self.on_digest
+        ll = program.learn_lists.get(learn_id) if program is not None else None
+        if ll is not None and sink is not None:
+            sink(DigestSample(ll.id, ll.name, values))

@@ -168,7 +168,11 @@ class DeviceManager:
 
     def _commit_locked(self, pipeline: Pipeline) -> None:
         with self.switch.lock:
-            self.switch.load(pipeline.program)
+            try:
+                self.switch.load(pipeline.program)
+            except TargetError as exc:  # e.g. --engine native and a program it cannot run
+                raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT,
+                                     f"the target cannot load this program: {exc}") from exc
             self.switch.on_digest = self._on_digest
             self._pipeline = pipeline
             self._saved = None

@@ -13,10 +13,14 @@ from controller.readiness import free_tcp_port
 from controller.switch_process import SwitchProcess, SwitchSpec
 
 
-@pytest.fixture(scope="module")
-def switch(target_name: str):
+@pytest.fixture(scope="module", params=["python", "native"])
+def switch(request: pytest.FixtureRequest, target_name: str):
+    """The switch process, on each of the Python target's engines in turn (BMv2: once)."""
+    if target_name != "python" and request.param == "native":
+        pytest.skip("the native engine is an engine of the Python target")
     spec = SwitchSpec(name="cli", target=target_name, ports={}, device_id=3,
-                      grpc_address=f"127.0.0.1:{free_tcp_port()}")
+                      grpc_address=f"127.0.0.1:{free_tcp_port()}",
+                      engine=request.param if target_name == "python" else None)
     with NetRecord("cli-test") as record, SwitchProcess(spec, record) as proc:
         yield proc.grpc_address
 

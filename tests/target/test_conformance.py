@@ -4,12 +4,14 @@ the outputs simple_switch_grpc produced (committed goldens recorded from BMv2).
 Run on BMv2 itself with ``--target bmv2``; re-record with ``--record-golden`` (BMv2 only).
 On the Python target every program runs on both engines: the Python one and, where it
 supports the program, the native one (tests/target/test_native_differential.py asserts
-which programs those are).
+which programs those are), each in this process and as an ``mlfabric-switch`` process on
+veth pairs (as root), where the native engine's own I/O thread runs the ports.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import queue
 from pathlib import Path
 
@@ -135,9 +137,22 @@ def native_skip_reason(target_name: str, json_path: Path) -> str | None:
     return f"the native engine does not support it: {reason}" if reason else None
 
 
+def target_kind(target_name: str, mode: str) -> str:
+    """The packettest target of a run: the Python target in this process or as a switch
+    process on veths (root); BMv2 is always a process, and runs once."""
+    if target_name != "python":
+        if mode == "process":
+            pytest.skip("BMv2 always runs as a process: its run is the in-process one's")
+        return target_name
+    if mode == "process" and os.geteuid() != 0:
+        pytest.skip("a switch process on veths needs root")
+    return "python-process" if mode == "process" else "python"
+
+
+@pytest.mark.parametrize("mode", ["in-process", "process"])
 @pytest.mark.parametrize("engine", ["python", "native"])
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
-def test_program_matches_bmv2_golden(program: Program, engine: str, target_name: str,
+def test_program_matches_bmv2_golden(program: Program, engine: str, mode: str, target_name: str,
                                      record: bool) -> None:
     path = GOLDEN / f"{program.name}.json"
     golden = None if record else json.loads(path.read_text()) if path.exists() else None
@@ -148,8 +163,13 @@ def test_program_matches_bmv2_golden(program: Program, engine: str, target_name:
         reason = native_skip_reason(target_name, artifact.json)
         if reason is not None:
             pytest.skip(reason)
-    with open_target(target_name, artifact, engine=engine) as sw:
+    kind = target_kind(target_name, mode)
+    if record and mode == "process":
+        pytest.skip("goldens are recorded once")
+    with open_target(kind, artifact, engine=engine) as sw:
         observed = run_program(sw, program, golden)
+        if kind == "python-process":  # the switch's log says which engine ran the ports
+            assert ("the native engine runs the ports" in sw.log_text()) == (engine == "native")
     if record:
         GOLDEN.mkdir(exist_ok=True)
         path.write_text(json.dumps(observed, indent=1, sort_keys=True) + "\n")

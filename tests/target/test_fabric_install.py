@@ -17,22 +17,22 @@ from controller.topology.model import Topology
 
 
 @contextlib.contextmanager
-def running(topo: Topology, target: str):
+def running(topo: Topology, target: str, engine: str | None = None):
     """Start one switch process (no data ports) per switch; yield the topology with addresses."""
     with NetRecord("fabric-install") as record, contextlib.ExitStack() as stack:
         switches = []
         procs = {}
         for sw in topo.switches:
             spec = SwitchSpec(name=sw.name, target=target, ports={}, device_id=sw.device_id,
-                              grpc_address=f"127.0.0.1:{free_tcp_port()}")
+                              grpc_address=f"127.0.0.1:{free_tcp_port()}", engine=engine)
             procs[sw.name] = stack.enter_context(SwitchProcess(spec, record))
             switches.append(dataclasses.replace(sw, grpc=spec.grpc_address))
         yield dataclasses.replace(topo, switches=tuple(switches)), procs
 
 
 @pytest.mark.parametrize("topo", [rail_only(4, 4), rail_fat_tree(4, 2, spines=2)], ids=lambda t: t.kind)
-def test_install_then_read_back_equal(topo: Topology, target_name: str) -> None:
-    with running(topo, target_name) as (live, _):
+def test_install_then_read_back_equal(topo: Topology, target_name: str, switch_engine: str | None) -> None:
+    with running(topo, target_name, switch_engine) as (live, _):
         reports = install_fabric(live)
         assert [r.error for r in reports] == [None] * len(live.switches)
         assert sum(r.entries for r in reports) > 0
@@ -40,9 +40,9 @@ def test_install_then_read_back_equal(topo: Topology, target_name: str) -> None:
             assert rep.diff is not None and rep.diff.in_sync, f"{rep.switch}: {rep.diff.summary()}"
 
 
-def test_restart_then_sync_restores_the_switch(target_name: str) -> None:
+def test_restart_then_sync_restores_the_switch(target_name: str, switch_engine: str | None) -> None:
     topo = rail_fat_tree(2, 2, spines=2)
-    with running(topo, target_name) as (live, procs):
+    with running(topo, target_name, switch_engine) as (live, procs):
         install_fabric(live)
         victim = live.switches[0]
         proc = procs[victim.name]
@@ -57,7 +57,7 @@ def test_restart_then_sync_restores_the_switch(target_name: str) -> None:
         assert all(r.diff.in_sync for r in diff_fabric(live))
 
 
-def test_sync_removes_extra_and_fixes_changed_entries(target_name: str) -> None:
+def test_sync_removes_extra_and_fixes_changed_entries(target_name: str, switch_engine: str | None) -> None:
     from controller.p4build import pipeline_files
     from controller.p4runtime.client import P4RuntimeClient
     from controller.p4runtime.entities import Lpm, TableRule, encode_rule, update
@@ -65,7 +65,7 @@ def test_sync_removes_extra_and_fixes_changed_entries(target_name: str) -> None:
 
     topo = rail_only(2, 1)
     schema = P4Schema.from_file(pipeline_files("rail_switch").p4info)
-    with running(topo, target_name) as (live, _):
+    with running(topo, target_name, switch_engine) as (live, _):
         install_fabric(live)
         sw = live.switches[0]
         extra = TableRule("RailIngress.ipv4_lpm", {"hdr.ipv4.dst_addr": Lpm(0x0B000000, 8)}, "RailIngress.drop")

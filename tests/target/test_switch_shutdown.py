@@ -22,9 +22,10 @@ STUCK = 20.0
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
-def test_streams_end_unavailable_when_the_switch_is_stopped(target_name: str, signum: signal.Signals) -> None:
+def test_streams_end_unavailable_when_the_switch_is_stopped(target_name: str, signum: signal.Signals,
+                                                            switch_engine: str | None) -> None:
     spec = SwitchSpec(name=f"shutdown-{target_name}", target=target_name, ports={},
-                      grpc_address=f"127.0.0.1:{free_tcp_port()}")
+                      grpc_address=f"127.0.0.1:{free_tcp_port()}", engine=switch_engine)
     with SwitchProcess(spec) as switch:
         primary = StreamClient(spec.grpc_address, spec.device_id, election_id=10)
         backup = StreamClient(spec.grpc_address, spec.device_id, election_id=5)

@@ -40,6 +40,7 @@ NX_EXPORT void nx_unlock(void *h) { pthread_mutex_unlock(&((ctx_t *)h)->mu); }
 NX_EXPORT void nx_destroy(void *h) {
     ctx_t *cx = h;
     if (!cx) return;
+    nx_io_close(cx);
     for (int i = 0; i < NX_NT_REAL; i++) table_free(&cx->tables[i]);
     for (int i = 0; i < NX_NP_REAL; i++) profile_free(&cx->profiles[i]);
     for (int i = 0; i < NX_NC_REAL; i++) counter_free(&cx->counters[i]);

@@ -2,6 +2,7 @@
  *
  * This file, the other rt_*.c files and the code pybmv2/native generates for one program
  * are concatenated into one translation unit and built with the system's C compiler. */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>

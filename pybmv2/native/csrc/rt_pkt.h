@@ -28,6 +28,8 @@ typedef struct ctx {
     meterarr_t meters[NX_NM];
     rlist_t **mg, **ss;
     u64 now_us;
+    /* what the egress queue reports to the packet egress runs (process mode only) */
+    u64 deq_timedelta, deq_qdepth;
     /* the egress jobs of the input packet being processed (a FIFO) */
     pkt_t *q;
     u32 qhead, qtail, qcap;

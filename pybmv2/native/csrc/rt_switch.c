@@ -179,9 +179,9 @@ static u32 deparse(ctx_t *cx, pkt_t *s, u8 *o) {
 /* one egress job; a recirculated frame is fed back through ingress */
 static void egress(ctx_t *cx, pkt_t *s, int *passes) {
     std_set_egress_global_timestamp(s, cx->now_us);
-    if (STD_QUEUEING) {
-        std_set_deq_timedelta(s, 0);
-        std_set_deq_qdepth(s, 0);
+    if (STD_QUEUEING) { /* the egress queue's, in process mode (rt_io.c); else none */
+        std_set_deq_timedelta(s, cx->deq_timedelta);
+        std_set_deq_qdepth(s, cx->deq_qdepth);
     }
     std_set_egress_port(s, s->port);
     std_set_egress_spec(s, (DROP_PORT + 1) & EGRESS_SPEC_MASK);

@@ -1,0 +1,593 @@
+/* Process mode: the switch's packet I/O in one thread of its own (pybmv2/native/io.py).
+ *
+ * The thread waits (ppoll) on every port's AF_PACKET socket and on an eventfd. It takes up
+ * to IO_BATCH frames per port per round with recvmmsg, puts back the 802.1Q tag the kernel
+ * moved into PACKET_AUXDATA (as pybmv2/ports.py does), runs each frame through parser and
+ * ingress, and enqueues what reaches egress on the egress port's queue (simple_switch's
+ * egress buffers: a depth in packets, a rate in packets/s, the enqueue/dequeue metadata).
+ * Queues whose next departure has come are drained through egress and the deparser; frames
+ * go out with sendmmsg. Frames for the CPU port and digests go to Python through the `up`
+ * buffer and an eventfd; packet-outs come in through the `down` buffer and the other eventfd.
+ *
+ * The thread holds the context's lock (cx->mu) while it runs packets, never while it waits
+ * or sends: a control-plane change waits at most one round. Every packet's ingress and
+ * egress global timestamps are read from the clock when it enters that stage. */
+#include <errno.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define IO_BATCH 64
+#define IO_SNAP 16384 /* frames longer than this are dropped (offloads are off in Mininet) */
+#define IO_MAXPORTS 64
+#define IO_NPORTNUM 512
+#define IO_UP_LIMIT (64u << 20) /* bytes waiting for Python before packet-ins are dropped */
+#define KIND_PACKET_IN 0
+#define KIND_DIGEST 1
+
+typedef struct {
+    pkt_t s;
+    u8 *buf;
+    u32 cap;
+    u64 enq_us;
+} qjob_t;
+
+typedef struct {
+    qjob_t *ring;
+    u32 cap, head, n, depth;
+    double rate_pps;
+    u64 next_ns; /* earliest departure of the next packet (paced queues) */
+    u64 enqueued, dropped, departed;
+} equeue_t;
+
+typedef struct {
+    int fd;
+    u32 num;
+    u64 rx, tx, rx_dropped, tx_dropped;
+} ioport_t;
+
+typedef struct nx_io {
+    pthread_t thread;
+    int running, stop;
+    int down_efd, up_efd;
+    u64 start_ns;
+    i64 cpu_port;
+    ioport_t ports[IO_MAXPORTS];
+    u32 nports;
+    int portfd[IO_NPORTNUM]; /* port number -> socket, -1 none */
+    equeue_t *q[IO_NPORTNUM];
+    u32 def_depth;
+    double def_rate;
+    u32 rr; /* round robin among ready queues */
+    /* receive slots; 4 bytes of headroom for a restored VLAN tag */
+    u8 *rx;
+    struct mmsghdr rmsg[IO_BATCH];
+    struct iovec riov[IO_BATCH];
+    struct sockaddr_ll raddr[IO_BATCH];
+    u8 rctl[IO_BATCH][CMSG_SPACE(sizeof(struct tpacket_auxdata))];
+    /* a spare job buffer, swapped with the one of the job that leaves its queue */
+    u8 *spare;
+    u32 spare_cap;
+    /* to Python: records [u32 kind, u32 len, u64 port, bytes padded to 8] */
+    pthread_mutex_t upmu;
+    nx_buf_t up, up_back;
+    u64 up_dropped;
+    /* from Python: records [u64 port, u32 len, u32 pad, bytes padded to 8] */
+    pthread_mutex_t downmu;
+    nx_buf_t down, down_work;
+    u64 oversize;
+} nx_io_t;
+
+static inline u64 io_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (u64)ts.tv_sec * 1000000000ULL + (u64)ts.tv_nsec;
+}
+
+static inline u64 io_now_us(nx_io_t *io) { return (io_now_ns() - io->start_ns) / 1000; }
+
+static void efd_signal(int fd) {
+    u64 one = 1;
+    ssize_t r = write(fd, &one, sizeof one);
+    (void)r;
+}
+
+static equeue_t *io_queue(nx_io_t *io, u64 port) {
+    if (port >= IO_NPORTNUM) return NULL;
+    equeue_t *q = io->q[port];
+    if (!q) {
+        q = calloc(1, sizeof *q);
+        if (!q) return NULL;
+        q->depth = io->def_depth;
+        q->rate_pps = io->def_rate;
+        io->q[port] = q;
+    }
+    if (q->cap < q->depth) {
+        qjob_t *r = calloc(q->depth, sizeof(qjob_t));
+        if (!r) return NULL;
+        for (u32 i = 0; i < q->n; i++) r[i] = q->ring[(q->head + i) % q->cap];
+        for (u32 i = q->n; i < q->cap; i++) free(q->ring[(q->head + i) % q->cap].buf);
+        free(q->ring);
+        q->ring = r;
+        q->cap = q->depth;
+        q->head = 0;
+    }
+    return q;
+}
+
+/* simple_switch's enqueue: a full queue drops the packet */
+static void io_enqueue(ctx_t *cx, const pkt_t *s) {
+    nx_io_t *io = cx->io;
+    equeue_t *q = io_queue(io, s->port);
+    if (!q) return;
+    if (q->n >= q->depth) {
+        q->dropped++;
+        return;
+    }
+    qjob_t *j = &q->ring[(q->head + q->n) % q->cap];
+    if (j->cap < s->len) {
+        u8 *b = realloc(j->buf, s->len ? s->len : 1);
+        if (!b) return;
+        j->buf = b;
+        j->cap = s->len;
+    }
+    memcpy(j->buf, s->data, s->len);
+    j->s = *s;
+    j->s.data = j->buf;
+    j->enq_us = io_now_us(io);
+    if (STD_QUEUEING) {
+        std_set_enq_timestamp(&j->s, j->enq_us);
+        std_set_enq_qdepth(&j->s, q->n);
+    }
+    q->n++;
+    q->enqueued++;
+}
+
+/* every job the last ingress or egress left in cx->q goes to its egress queue */
+static void io_enqueue_jobs(ctx_t *cx) {
+    while (cx->qhead < cx->qtail) io_enqueue(cx, &cx->q[cx->qhead++]);
+    cx->qhead = cx->qtail = 0;
+    arena_reset(cx);
+}
+
+static void io_ingress(ctx_t *cx, u64 port, const u8 *frame, u32 len) {
+    cx->qhead = cx->qtail = 0;
+    cx->now_us = io_now_us(cx->io);
+    pkt_t *s = &cx->tmp[0];
+    new_state(s, frame, len);
+    std_set_ingress_port(s, port);
+    std_set_packet_length(s, len);
+    std_set_ingress_global_timestamp(s, cx->now_us);
+    ingress_passes(cx, 0, (i64)port);
+    io_enqueue_jobs(cx);
+}
+
+/* the queue whose packet may leave now (round robin among the ready ones), or NULL and the
+ * earliest time (ns) a paced one may (0: none waiting) */
+static equeue_t *io_ready(nx_io_t *io, u64 now, u64 *port, u64 *wake) {
+    *wake = 0;
+    for (u32 k = 0; k < IO_NPORTNUM; k++) {
+        u32 p = (io->rr + k) % IO_NPORTNUM;
+        equeue_t *q = io->q[p];
+        if (!q || !q->n) continue;
+        if (q->next_ns <= now) {
+            io->rr = p + 1;
+            *port = p;
+            return q;
+        }
+        if (!*wake || q->next_ns < *wake) *wake = q->next_ns;
+    }
+    return NULL;
+}
+
+static void io_egress_one(ctx_t *cx, equeue_t *q, u64 now_ns) {
+    nx_io_t *io = cx->io;
+    qjob_t *j = &q->ring[q->head];
+    pkt_t job = j->s;
+    u8 *buf = j->buf;
+    u32 cap = j->cap;
+    j->buf = io->spare;
+    j->cap = io->spare_cap;
+    u64 enq = j->enq_us;
+    q->head = (q->head + 1) % q->cap;
+    q->n--;
+    q->departed++;
+    if (q->rate_pps > 0) {
+        u64 gap = (u64)(1e9 / q->rate_pps);
+        q->next_ns = (q->next_ns > now_ns ? q->next_ns : now_ns) + gap;
+    } else {
+        q->next_ns = now_ns;
+    }
+    cx->qhead = cx->qtail = 0;
+    cx->now_us = io_now_us(io);
+    cx->deq_timedelta = cx->now_us - enq;
+    cx->deq_qdepth = q->n;
+    int passes = 0;
+    egress(cx, &job, &passes);
+    cx->deq_timedelta = cx->deq_qdepth = 0;
+    io_enqueue_jobs(cx); /* egress clones and recirculated packets */
+    io->spare = buf;
+    io->spare_cap = cap;
+}
+
+/* append a record for Python (caller holds upmu) */
+static void io_up(nx_io_t *io, u32 kind, u64 port, const void *data, u32 len) {
+    size_t need = 16 + (((size_t)len + 7) & ~(size_t)7);
+    if (io->up.n + need > IO_UP_LIMIT || buf_reserve(&io->up, need)) {
+        io->up_dropped++;
+        return;
+    }
+    u8 *r = io->up.p + io->up.n;
+    memcpy(r, &kind, 4);
+    memcpy(r + 4, &len, 4);
+    memcpy(r + 8, &port, 8);
+    memcpy(r + 16, data, len);
+    io->up.n += need;
+}
+
+/* send what the round produced; CPU-port frames and digests go up to Python */
+static void io_flush(ctx_t *cx) {
+    nx_io_t *io = cx->io;
+    int signal = 0;
+    if (cx->dig.n || (io->cpu_port >= 0 && cx->nout)) {
+        pthread_mutex_lock(&io->upmu);
+        if (cx->dig.n) {
+            io_up(io, KIND_DIGEST, 0, cx->dig.p, (u32)cx->dig.n);
+            signal = 1;
+        }
+        for (u32 i = 0; i < cx->nout; i++)
+            if ((i64)cx->oport[i] == io->cpu_port) {
+                io_up(io, KIND_PACKET_IN, cx->oport[i], cx->out.p + cx->ooff[i], cx->olen[i]);
+                signal = 1;
+            }
+        pthread_mutex_unlock(&io->upmu);
+    }
+    cx->dig.n = 0;
+    cx->ndig = 0;
+    if (signal) efd_signal(io->up_efd);
+    struct mmsghdr msg[IO_BATCH];
+    struct iovec iov[IO_BATCH];
+    for (u32 i = 0; i < cx->nout;) {
+        u64 port = cx->oport[i];
+        int fd = (port < IO_NPORTNUM) ? io->portfd[port] : -1;
+        u32 n = 0;
+        while (i + n < cx->nout && n < IO_BATCH && cx->oport[i + n] == port) {
+            iov[n].iov_base = cx->out.p + cx->ooff[i + n];
+            iov[n].iov_len = cx->olen[i + n];
+            memset(&msg[n], 0, sizeof msg[n]);
+            msg[n].msg_hdr.msg_iov = &iov[n];
+            msg[n].msg_hdr.msg_iovlen = 1;
+            n++;
+        }
+        if (fd >= 0 && (i64)port != io->cpu_port) {
+            ioport_t *pp = NULL;
+            for (u32 k = 0; k < io->nports; k++)
+                if (io->ports[k].num == port) pp = &io->ports[k];
+            u32 sent = 0;
+            while (sent < n) {
+                int r = sendmmsg(fd, msg + sent, n - sent, 0);
+                if (r < 0) {
+                    if (errno == EINTR) continue;
+                    break;
+                }
+                sent += (u32)r;
+            }
+            if (pp) {
+                pp->tx += sent;
+                pp->tx_dropped += n - sent;
+            }
+        }
+        i += n;
+    }
+    cx->nout = 0;
+    cx->out.n = 0;
+}
+
+/* one port's waiting frames (at most IO_BATCH), each through ingress */
+static void io_receive(ctx_t *cx, ioport_t *p) {
+    nx_io_t *io = cx->io;
+    for (u32 i = 0; i < IO_BATCH; i++) {
+        io->riov[i].iov_base = io->rx + (size_t)i * (IO_SNAP + 4) + 4;
+        io->riov[i].iov_len = IO_SNAP;
+        memset(&io->rmsg[i], 0, sizeof io->rmsg[i]);
+        io->rmsg[i].msg_hdr.msg_iov = &io->riov[i];
+        io->rmsg[i].msg_hdr.msg_iovlen = 1;
+        io->rmsg[i].msg_hdr.msg_name = &io->raddr[i];
+        io->rmsg[i].msg_hdr.msg_namelen = sizeof io->raddr[i];
+        io->rmsg[i].msg_hdr.msg_control = io->rctl[i];
+        io->rmsg[i].msg_hdr.msg_controllen = sizeof io->rctl[i];
+    }
+    int n = recvmmsg(p->fd, io->rmsg, IO_BATCH, MSG_DONTWAIT | MSG_TRUNC, NULL);
+    if (n <= 0) return;
+    for (int i = 0; i < n; i++) {
+        struct msghdr *h = &io->rmsg[i].msg_hdr;
+        if (io->raddr[i].sll_pkttype == PACKET_OUTGOING) continue;
+        u32 len = io->rmsg[i].msg_len;
+        if (len > IO_SNAP || (h->msg_flags & MSG_TRUNC)) {
+            io->oversize++;
+            p->rx_dropped++;
+            continue;
+        }
+        u8 *f = io->rx + (size_t)i * (IO_SNAP + 4) + 4;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR(h, c)) {
+            if (c->cmsg_level != SOL_PACKET || c->cmsg_type != PACKET_AUXDATA) continue;
+            struct tpacket_auxdata aux;
+            memcpy(&aux, CMSG_DATA(c), sizeof aux);
+            if ((aux.tp_status & TP_STATUS_VLAN_VALID) && len >= 12) {
+                u16 tpid = (aux.tp_status & TP_STATUS_VLAN_TPID_VALID) && aux.tp_vlan_tpid
+                               ? aux.tp_vlan_tpid : ETH_P_8021Q;
+                memmove(f - 4, f, 12);
+                f -= 4;
+                f[12] = (u8)(tpid >> 8);
+                f[13] = (u8)tpid;
+                f[14] = (u8)(aux.tp_vlan_tci >> 8);
+                f[15] = (u8)aux.tp_vlan_tci;
+                len += 4;
+            }
+        }
+        p->rx++;
+        io_ingress(cx, p->num, f, len);
+    }
+}
+
+/* packet-outs (and other frames Python injects), each through ingress */
+static void io_injected(ctx_t *cx) {
+    nx_io_t *io = cx->io;
+    pthread_mutex_lock(&io->downmu);
+    nx_buf_t t = io->down;
+    io->down = io->down_work;
+    io->down_work = t;
+    io->down.n = 0;
+    pthread_mutex_unlock(&io->downmu);
+    for (size_t at = 0; at + 16 <= io->down_work.n;) {
+        u64 port;
+        u32 len;
+        memcpy(&port, io->down_work.p + at, 8);
+        memcpy(&len, io->down_work.p + at + 8, 4);
+        io_ingress(cx, port, io->down_work.p + at + 16, len);
+        at += 16 + (((size_t)len + 7) & ~(size_t)7);
+    }
+    io->down_work.n = 0;
+}
+
+static void *io_main(void *arg) {
+    ctx_t *cx = arg;
+    nx_io_t *io = cx->io;
+    struct pollfd pfd[IO_MAXPORTS + 1];
+    while (!__atomic_load_n(&io->stop, __ATOMIC_ACQUIRE)) {
+        u64 now = io_now_ns(), port = 0, wake = 0;
+        pthread_mutex_lock(&cx->mu);
+        equeue_t *ready = io_ready(io, now, &port, &wake);
+        pthread_mutex_unlock(&cx->mu);
+        struct timespec ts, *tsp = NULL;
+        if (ready) {
+            ts.tv_sec = ts.tv_nsec = 0;
+            tsp = &ts;
+        } else if (wake) {
+            u64 d = wake > now ? wake - now : 0;
+            ts.tv_sec = (time_t)(d / 1000000000ULL);
+            ts.tv_nsec = (long)(d % 1000000000ULL);
+            tsp = &ts;
+        }
+        for (u32 i = 0; i < io->nports; i++) {
+            pfd[i].fd = io->ports[i].fd;
+            pfd[i].events = POLLIN;
+            pfd[i].revents = 0;
+        }
+        pfd[io->nports].fd = io->down_efd;
+        pfd[io->nports].events = POLLIN;
+        pfd[io->nports].revents = 0;
+        int r = ppoll(pfd, io->nports + 1, tsp, NULL);
+        if (r < 0 && errno != EINTR) break;
+        if (pfd[io->nports].revents & POLLIN) {
+            u64 v;
+            ssize_t k = read(io->down_efd, &v, sizeof v);
+            (void)k;
+        }
+        pthread_mutex_lock(&cx->mu);
+        for (u32 i = 0; r > 0 && i < io->nports; i++)
+            if (pfd[i].revents & POLLIN) io_receive(cx, &io->ports[i]);
+        io_injected(cx);
+        /* drain the queues that may send now: at most one round's worth per queue, so a
+         * flood on one port cannot hold the lock for long */
+        for (u32 k = 0; k < IO_BATCH * (io->nports + 1); k++) {
+            u64 t = io_now_ns();
+            equeue_t *q = io_ready(io, t, &port, &wake);
+            if (!q) break;
+            io_egress_one(cx, q, t);
+            if (cx->nout >= IO_BATCH * 4) break;
+        }
+        pthread_mutex_unlock(&cx->mu);
+        io_flush(cx);
+    }
+    return NULL;
+}
+
+/* ---- the API (pybmv2/native/io.py) ------------------------------------------------------ */
+
+NX_EXPORT int nx_io_open(void *h, u64 start_ns, i64 cpu_port, u32 depth, double rate_pps) {
+    ctx_t *cx = h;
+    if (cx->io) return NX_EEXIST;
+    nx_io_t *io = calloc(1, sizeof *io);
+    if (!io) return NX_ENOMEM;
+    io->rx = malloc((size_t)IO_BATCH * (IO_SNAP + 4));
+    io->down_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    io->up_efd = eventfd(0, EFD_CLOEXEC);
+    if (!io->rx || io->down_efd < 0 || io->up_efd < 0) {
+        if (io->down_efd >= 0) close(io->down_efd);
+        if (io->up_efd >= 0) close(io->up_efd);
+        free(io->rx);
+        free(io);
+        return NX_ENOMEM;
+    }
+    io->start_ns = start_ns;
+    io->cpu_port = cpu_port;
+    io->def_depth = depth ? depth : 64;
+    io->def_rate = rate_pps;
+    for (u32 i = 0; i < IO_NPORTNUM; i++) io->portfd[i] = -1;
+    pthread_mutex_init(&io->upmu, NULL);
+    pthread_mutex_init(&io->downmu, NULL);
+    cx->io = io;
+    return 0;
+}
+
+/* attach port `num` to an AF_PACKET socket bound to its interface (Python opened it) */
+NX_EXPORT int nx_io_port(void *h, u32 num, int fd) {
+    ctx_t *cx = h;
+    nx_io_t *io = cx->io;
+    if (!io || io->running || num >= IO_NPORTNUM || io->nports >= IO_MAXPORTS) return NX_EINVAL;
+    int one = 1;
+    setsockopt(fd, SOL_PACKET, PACKET_AUXDATA, &one, sizeof one);
+    io->ports[io->nports].fd = fd;
+    io->ports[io->nports].num = num;
+    io->nports++;
+    io->portfd[num] = fd;
+    return 0;
+}
+
+/* depth (packets, 0: unchanged) and rate (packets/s, <= 0: unlimited) of one port's queue,
+ * or of every port's (port < 0) */
+NX_EXPORT int nx_io_queue(void *h, i64 port, u32 depth, double rate_pps) {
+    ctx_t *cx = h;
+    nx_io_t *io = cx->io;
+    if (!io || port >= IO_NPORTNUM) return NX_EINVAL;
+    pthread_mutex_lock(&cx->mu);
+    int rc = 0;
+    for (i64 p = port < 0 ? 0 : port; p < (port < 0 ? IO_NPORTNUM : port + 1); p++) {
+        equeue_t *q = io->q[p];
+        if (!q && port < 0) continue;
+        if (!q && !(q = io_queue(io, (u64)p))) { rc = NX_ENOMEM; break; }
+        if (depth) q->depth = depth;
+        q->rate_pps = rate_pps > 0 ? rate_pps : 0;
+        if (depth && q->depth > q->cap && !io_queue(io, (u64)p)) { rc = NX_ENOMEM; break; }
+    }
+    if (port < 0) {
+        if (depth) io->def_depth = depth;
+        io->def_rate = rate_pps > 0 ? rate_pps : 0;
+    }
+    pthread_mutex_unlock(&cx->mu);
+    efd_signal(io->down_efd);
+    return rc;
+}
+
+NX_EXPORT int nx_io_start(void *h) {
+    ctx_t *cx = h;
+    nx_io_t *io = cx->io;
+    if (!io || io->running) return NX_EINVAL;
+    io->stop = 0;
+    if (pthread_create(&io->thread, NULL, io_main, cx)) return NX_ENOMEM;
+    io->running = 1;
+    return 0;
+}
+
+/* stop the thread (idempotent); Python's reader is woken to see the end */
+NX_EXPORT void nx_io_stop(void *h) {
+    ctx_t *cx = h;
+    nx_io_t *io = cx->io;
+    if (!io) return;
+    if (io->running) {
+        __atomic_store_n(&io->stop, 1, __ATOMIC_RELEASE);
+        efd_signal(io->down_efd);
+        pthread_join(io->thread, NULL);
+        io->running = 0;
+    }
+    efd_signal(io->up_efd);
+}
+
+/* free everything nx_io_open made but the up eventfd (Python closes it after its reader
+ * is done) and the sockets (Python's) */
+NX_EXPORT void nx_io_close(void *h) {
+    ctx_t *cx = h;
+    nx_io_t *io = cx->io;
+    if (!io) return;
+    nx_io_stop(h);
+    for (u32 p = 0; p < IO_NPORTNUM; p++) {
+        equeue_t *q = io->q[p];
+        if (!q) continue;
+        for (u32 i = 0; i < q->cap; i++) free(q->ring[i].buf);
+        free(q->ring);
+        free(q);
+    }
+    close(io->down_efd);
+    free(io->rx);
+    free(io->spare);
+    free(io->up.p);
+    free(io->up_back.p);
+    free(io->down.p);
+    free(io->down_work.p);
+    pthread_mutex_destroy(&io->upmu);
+    pthread_mutex_destroy(&io->downmu);
+    cx->io = NULL;
+    free(io);
+}
+
+NX_EXPORT int nx_io_up_fd(void *h) {
+    ctx_t *cx = h;
+    return cx->io ? cx->io->up_efd : -1;
+}
+
+/* a frame entering on `port` (a packet-out: the CPU port), run by the I/O thread */
+NX_EXPORT int nx_io_inject(void *h, u64 port, const u8 *frame, u32 len) {
+    ctx_t *cx = h;
+    nx_io_t *io = cx->io;
+    if (!io) return NX_EINVAL;
+    size_t need = 16 + (((size_t)len + 7) & ~(size_t)7);
+    pthread_mutex_lock(&io->downmu);
+    int rc = buf_reserve(&io->down, need);
+    if (!rc) {
+        u8 *r = io->down.p + io->down.n;
+        memset(r, 0, 16);
+        memcpy(r, &port, 8);
+        memcpy(r + 8, &len, 4);
+        memcpy(r + 16, frame, len);
+        io->down.n += need;
+    }
+    pthread_mutex_unlock(&io->downmu);
+    efd_signal(io->down_efd);
+    return rc;
+}
+
+/* the records waiting for Python; valid until the next call */
+NX_EXPORT u64 nx_io_take(void *h, const u8 **recs) {
+    ctx_t *cx = h;
+    nx_io_t *io = cx->io;
+    if (!io) return 0;
+    pthread_mutex_lock(&io->upmu);
+    nx_buf_t t = io->up_back;
+    io->up_back = io->up;
+    io->up = t;
+    io->up.n = 0;
+    pthread_mutex_unlock(&io->upmu);
+    *recs = io->up_back.p;
+    return io->up_back.n;
+}
+
+/* counters: per port rx, tx, rx dropped, tx dropped (4 x nports), then oversize frames,
+ * packet-ins dropped, and per queue (of `qports` given) enqueued, dropped, departed, depth */
+NX_EXPORT int nx_io_stats(void *h, u64 *out, const u32 *qports, u32 nq) {
+    ctx_t *cx = h;
+    nx_io_t *io = cx->io;
+    if (!io) return NX_EINVAL;
+    pthread_mutex_lock(&cx->mu);
+    u32 k = 0;
+    for (u32 i = 0; i < io->nports; i++) {
+        out[k++] = io->ports[i].rx;
+        out[k++] = io->ports[i].tx;
+        out[k++] = io->ports[i].rx_dropped;
+        out[k++] = io->ports[i].tx_dropped;
+    }
+    out[k++] = io->oversize;
+    out[k++] = io->up_dropped;
+    for (u32 i = 0; i < nq; i++) {
+        equeue_t *q = qports[i] < IO_NPORTNUM ? io->q[qports[i]] : NULL;
+        out[k++] = q ? q->enqueued : 0;
+        out[k++] = q ? q->dropped : 0;
+        out[k++] = q ? q->departed : 0;
+        out[k++] = q ? q->n : 0;
+    }
+    pthread_mutex_unlock(&cx->mu);
+    return (int)k;
+}
