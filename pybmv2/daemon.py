@@ -47,6 +47,8 @@ class DaemonOptions:
     port_delays: dict[int, int] = field(default_factory=dict)
     #: extension: a fixed delay (us) on what these ports receive (a host's side of a link)
     port_ingress_delays: dict[int, int] = field(default_factory=dict)
+    #: extension: clone sessions truncate to their packet_length_bytes (BMv2 refuses those)
+    clone_truncation: bool = False
 
 
 class SwitchDaemon:
@@ -58,6 +60,7 @@ class SwitchDaemon:
         self.options = options
         program = Program.from_file(options.json_path) if options.json_path else None
         self.switch = V1Switch(program, cpu_port=options.cpu_port)
+        self.switch.pre.truncation = options.clone_truncation
         if options.log_console:
             trace_log = logging.getLogger("pybmv2.trace")
             self.switch.set_trace(trace_log.info)

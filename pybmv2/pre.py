@@ -29,9 +29,12 @@ class ReplicationEngine:
     MAX_MGID = 0xFFFF
     MAX_SESSION = 0x7FFF
 
-    def __init__(self) -> None:
+    def __init__(self, *, truncation: bool = False) -> None:
         self.groups: dict[int, tuple[Replica, ...]] = {}
         self.sessions: dict[int, CloneSession] = {}
+        #: extension: honour a clone session's packet_length_bytes. BMv2 1.15.5 (PI's
+        #: simple_switch target) implements no truncation and refuses such a session.
+        self.truncation = truncation
 
     # multicast groups
     def insert_group(self, mgid: int, replicas: tuple[Replica, ...]) -> None:
