@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--calendar-queue", default=None, metavar="FIELD",
                    help="extension (not in BMv2): hold each packet until the switch-clock time (us) in "
                         "this metadata field, e.g. release_us (OpenOptics' calendar queues)")
+    p.add_argument("--clone-truncation", action="store_true",
+                   help="extension (not in BMv2, which refuses such sessions): a clone session's "
+                        "packet_length_bytes truncates its clones")
     return p
 
 
@@ -117,6 +120,7 @@ def _options(args: argparse.Namespace):
         calendar_field=args.calendar_queue,
         port_delays=dict(args.port_delay),
         port_ingress_delays=dict(args.port_ingress_delay),
+        clone_truncation=args.clone_truncation,
         log_console=log_level(args) in ("trace", "debug"),
         engine=args.engine,
     )

@@ -54,6 +54,8 @@ class DaemonOptions:
     port_delays: dict[int, int] = field(default_factory=dict)
     #: extension: a fixed delay (us) on what these ports receive (a host's side of a link)
     port_ingress_delays: dict[int, int] = field(default_factory=dict)
+    #: extension: clone sessions truncate to their packet_length_bytes (BMv2 refuses those)
+    clone_truncation: bool = False
     #: the packet engine: ``auto`` (native where it can run the program), ``native``, ``python``
     engine: str = "auto"
 
@@ -90,16 +92,16 @@ class SwitchDaemon:
     """Owns the switch, its ports, queues and P4Runtime server; :meth:`close` releases all."""
 
     def __init__(self, options: DaemonOptions) -> None:
+        from pybmv2.native.io import NativeIO
+        from pybmv2.native.switch import NativeSwitch
         from pybmv2.runtime.server import P4RuntimeServer
 
         self.options = options
-        from pybmv2.native.io import NativeIO
-        from pybmv2.native.switch import NativeSwitch
-
         program = Program.from_file(options.json_path) if options.json_path else None
         mode = _engine_mode(options)
         self.switch: V1Switch = (V1Switch(program, cpu_port=options.cpu_port) if mode == "python"
                                  else NativeSwitch(program, cpu_port=options.cpu_port, engine=mode))
+        self.switch.pre.truncation = options.clone_truncation
         #: the native engine's I/O thread while it runs the ports, else None
         self.native_io: NativeIO | None = None
         self._serving = False

@@ -30,9 +30,12 @@ class ReplicationEngine:
     MAX_MGID = 0xFFFF
     MAX_SESSION = 0x7FFF
 
-    def __init__(self) -> None:
+    def __init__(self, *, truncation: bool = False) -> None:
         self.groups: dict[int, tuple[Replica, ...]] = {}
         self.sessions: dict[int, CloneSession] = {}
+        #: extension: honour a clone session's packet_length_bytes. BMv2 1.15.5 (PI's
+        #: simple_switch target) implements no truncation and refuses such a session.
+        self.truncation = truncation
         #: told ``("group" | "session", id)`` after every change (``("clear", 0)``), or None
         self.observer: Callable[[str, int], None] | None = None
 

@@ -195,6 +195,9 @@ def _write_session(p: Pipeline, switch: V1Switch, update_type: int,
     session, forms = decode_clone_session(msg)
     sid = session.session_id
     pre = switch.pre
+    if session.packet_length_bytes and update_type != Update.DELETE and not pre.truncation:
+        # what simple_switch_grpc answers; mlfabric-switch --clone-truncation honours it
+        raise P4RuntimeError(grpc.StatusCode.UNKNOWN, "Error when creating clone session in target")
     if update_type == Update.INSERT:
         if sid in pre.sessions:
             raise P4RuntimeError(grpc.StatusCode.ALREADY_EXISTS,

@@ -168,19 +168,30 @@ def test_replicas_show_in_bmv2s_order(switch: str, capsys) -> None:
         {"id": 5, "replicas": BMV2_19, "truncate": 0}]
 
 
-def test_clone_show_gives_the_truncation(switch: str, target_name: str, capsys) -> None:
+def test_clone_truncation_is_refused_as_bmv2_refuses_it(switch: str, capsys) -> None:
+    """PI's simple_switch target: "TODO add support for truncation in bmv2"; the Python
+    target answers the same unless started with its --clone-truncation extension."""
     sw = [switch]
     run(capsys, "pipeline", "load", *sw, "--program", "rail_switch")
     code, _, err = run(capsys, "clone", "add", *sw, "5", "--ports", "4", "--truncate", "128")
-    if target_name == "bmv2":  # PI's simple_switch target: "TODO add support for truncation in bmv2"
-        assert code == 1 and err.count("\n") == 1 and "BMv2 does not implement truncation" in err
-        assert run(capsys, "clone", "add", *sw, "5", "--ports", "4")[0] == 0
-    else:
-        assert code == 0, err
+    assert code == 1 and err.count("\n") == 1 and "BMv2 does not implement truncation" in err
+    assert run(capsys, "clone", "add", *sw, "5", "--ports", "4")[0] == 0
     code, out, _ = run(capsys, "clone", "show", *sw)
     assert out.splitlines()[0].split() == ["id", "replicas", "truncate"]
-    truncate = 0 if target_name == "bmv2" else 128
-    assert json.loads(run(capsys, "clone", "show", *sw, "--json")[1]) == [{"id": 5, "replicas": "4:0", "truncate": truncate}]
+    assert json.loads(run(capsys, "clone", "show", *sw, "--json")[1]) == [{"id": 5, "replicas": "4:0", "truncate": 0}]
+
+
+def test_clone_show_gives_the_truncation_the_extension_honours(target_name: str, capsys) -> None:
+    if target_name != "python":
+        pytest.skip("--clone-truncation is the Python target's extension; BMv2 refuses truncation")
+    spec = SwitchSpec(name="cli-trunc", target="python", ports={}, device_id=3,
+                      grpc_address=f"127.0.0.1:{free_tcp_port()}", extra_args=("--clone-truncation",))
+    with NetRecord("cli-test") as record, SwitchProcess(spec, record) as proc:
+        sw = [proc.grpc_address]
+        assert run(capsys, "pipeline", "load", *sw, "--program", "rail_switch")[0] == 0
+        assert run(capsys, "clone", "add", *sw, "5", "--ports", "4", "--truncate", "128")[0] == 0
+        shown = json.loads(run(capsys, "clone", "show", *sw, "--json")[1])
+    assert shown == [{"id": 5, "replicas": "4:0", "truncate": 128}]
 
 
 def test_packets_are_built_and_shown_with_scapy_and_silence_is_a_failure(switch: str, capsys) -> None:

@@ -156,6 +156,7 @@ def test_native_engine_follows_random_writes(case: Case, target_name: str) -> No
     members = {p: ids for p, ids in members.items() if p in ("ecmp_sel", "wide_sel")}
     with open_target("python", case.artifact) as py, \
             open_target("python", case.artifact, engine="native") as nat:
+        py.switch.pre.truncation = nat.switch.pre.truncation = True  # the extension: churn covers truncation
         for sw in (py, nat):
             sw.switch.clock = lambda: CLOCK_US  # type: ignore[attr-defined]
             case.install(sw)
