@@ -129,3 +129,23 @@ def test_unloadable_program_is_invalid_argument(monkeypatch: pytest.MonkeyPatch)
             open_target("python", pipeline_files("rail_switch"), engine="native"):
         pass
     assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT.name
+
+
+@pytest.mark.usefixtures("process_mode")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_tagged_frame_leaves_with_its_tag(engine: str) -> None:
+    """The kernel moves a received frame's 802.1Q tag into PACKET_AUXDATA; both engines put
+    it back, so a circuit passes a tagged frame unchanged (the test's ports restore too)."""
+    from conformance_cases import OCS_PINNED
+    from test_conformance import install
+
+    import pybmv2.ports
+
+    if not hasattr(pybmv2.ports, "restore_vlan_tag"):
+        pytest.skip("this tree's ports do not restore 802.1Q tags (pybmv2/ports.py)")
+    tagged = (bytes.fromhex("020000000002020000000001") + b"\x81\x00\x00\x05\x08\x00"
+              + bytes(range(46)))
+    with open_target("python-process", pipeline_files("circuit_switch"), engine=engine) as sw:
+        install(sw, OCS_PINNED)
+        assert sw.send(1, tagged, expect=1) == [(2, tagged)]
+        _check_engine(sw, engine)
