@@ -18,10 +18,17 @@ from workloads.plan import Rank
 
 
 @pytest.fixture
-def fabric(target_name: str):
+def fabric(target_name: str, switch_engine: str | None, tmp_path: Path):
+    """The fabric, on each of the Python target's packet engines in turn."""
     fabric_net = load_emulation_module("fabric_net")
     topo = rail_only(2, 2, rate_mbps=20)
-    with fabric_net.EmulatedFabric(topo, target=target_name, publish=False) as fab:
+    logs = tmp_path / "logs"
+    with fabric_net.EmulatedFabric(topo, target=target_name, publish=False, engine=switch_engine,
+                                   log_dir=logs) as fab:
+        if switch_engine is not None:  # every switch's log says which engine ran its ports
+            native = {p.stem: "the native engine runs the ports" in p.read_text()
+                      for p in logs.glob("*.log")}
+            assert native == {s.name: switch_engine == "native" for s in topo.switches}, native
         yield fab, topo
 
 
