@@ -78,6 +78,33 @@ def main(argv: list[str]) -> int:
         for q in ("p50", "p99"):
             rows.append(_row(f"added latency per hop, {q}", "us", py[f"{q}_us"] - base[f"{q}_us"],
                              (bm[f"{q}_us"] - base[f"{q}_us"]) if bm else None, "report"))
+        if compiler() is not None:
+            print("[bench] over veth with a C traffic source: native, python, bmv2, a bridge ...",
+                  flush=True)
+            from bench import veth_rate
+
+            vn = veth_rate.switch_rate("python-process", "native", secs, samples)
+            vp = veth_rate.switch_rate("python-process", "python", secs, samples)
+            vb = veth_rate.switch_rate("bmv2", None, secs, samples) if have_bmv2 else None
+            br = veth_rate.bridge_rate(secs)
+            rows.append(_row("veth, C source, 1k routes: native engine", "packets/s",
+                             vn["packets_per_s"], vb["packets_per_s"] if vb else None,
+                             ">= 10 x BMv2"))
+            rows.append(_row("veth, C source, 1k routes: Python engine", "packets/s",
+                             vp["packets_per_s"], vb["packets_per_s"] if vb else None, "report"))
+            rows.append(_row("veth, C source: a Linux bridge, no switch", "packets/s",
+                             br["packets_per_s"], None, "the kernel's own forwarding"))
+            rows.append(_row("native engine / Linux bridge", "x", vn["packets_per_s"] / br["packets_per_s"],
+                             None, "report"))
+            for q, goal in (("p50", "< 20 us"), ("p99", "< 100 us")):
+                rows.append(_row(f"added latency per hop, native engine, {q}", "us",
+                                 vn[f"{q}_us"] - base[f"{q}_us"],
+                                 (vb[f"{q}_us"] - base[f"{q}_us"]) if vb else None, goal))
+            nl = p4runtime_bench.native_load(2 if args.quick else 3)
+            rows.append(_row("native: process start to rail_switch loaded, warm cache", "s",
+                             nl["warm_s"], None, "< 0.5 s"))
+            rows.append(_row("native: process start to rail_switch loaded, cold cache", "s",
+                             nl["cold_s"], None, "report (the C compiler runs)"))
         print("[bench] forwarding and Writes during a 65,536-entry wildcard Read ...", flush=True)
         from bench import read_stall
 
@@ -181,11 +208,11 @@ def main(argv: list[str]) -> int:
     rows.append(_row("TDTCP transport goodput / kernel TCP's, loopback, 1444-byte segments", "x", tv["ratio"], None,
                      "report (Python: ~15 us per segment)"))
     print("[bench] P4Runtime start-up and writes ...", flush=True)
-    su_py = p4runtime_bench.startup("python", 2 if args.quick else 5)
+    su_py = p4runtime_bench.startup("python", 2 if args.quick else 5, engine="python")
     su_bm = p4runtime_bench.startup("bmv2", 2 if args.quick else 5) if have_bmv2 else None
     rows.append(_row("process start to arbitration", "s", su_py["arbitration_s_median"],
                      su_bm["arbitration_s_median"] if su_bm else None, "< 0.5 s"))
-    wr_py = p4runtime_bench.writes("python", per_rpc=500 if args.quick else 2000)
+    wr_py = p4runtime_bench.writes("python", per_rpc=500 if args.quick else 2000, engine="python")
     wr_bm = p4runtime_bench.writes("bmv2", per_rpc=500 if args.quick else 2000) if have_bmv2 else None
     rows.append(_row("table writes, batches of 1,000", "entries/s", wr_py["batched_entries_per_s"],
                      wr_bm["batched_entries_per_s"] if wr_bm else None, ">= 20,000"))
@@ -195,6 +222,14 @@ def main(argv: list[str]) -> int:
                      wr_bm["batch_speedup"] if wr_bm else None, ">= 5x"))
     rows.append(_row("resident memory, rail_switch + 10k entries", "MB", wr_py["rss_mb_with_10k_entries"],
                      wr_bm["rss_mb_with_10k_entries"] if wr_bm else None, "< 80 MB"))
+    if compiler() is not None:
+        wr_nat = p4runtime_bench.writes("python", per_rpc=500 if args.quick else 2000, engine="native")
+        rows.append(_row("resident memory, rail_switch + 10k entries, native engine", "MB",
+                         wr_nat["rss_mb_with_10k_entries"],
+                         wr_bm["rss_mb_with_10k_entries"] if wr_bm else None, "< 80 MB"))
+        rows.append(_row("table writes, batches of 1,000, native engine", "entries/s",
+                         wr_nat["batched_entries_per_s"],
+                         wr_bm["batched_entries_per_s"] if wr_bm else None, ">= 20,000"))
 
     print()
     print(f"{'figure':<52} {'unit':<10} {'python':>12} {'bmv2':>12} {'py/bmv2':>8}  goal")

@@ -22,10 +22,10 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def _start(target: str, record: NetRecord) -> tuple[SwitchProcess, float]:
+def _start(target: str, record: NetRecord, engine: str | None = None) -> tuple[SwitchProcess, float]:
     """Start a switch with no ports; return it and the seconds to a successful arbitration."""
     spec = SwitchSpec(name=f"bench-{target}", target=target, ports={},
-                      grpc_address=f"127.0.0.1:{free_tcp_port()}")
+                      grpc_address=f"127.0.0.1:{free_tcp_port()}", engine=engine)
     t0 = time.monotonic()
     proc = SwitchProcess(spec, record)
     proc.start(timeout=20)
@@ -36,17 +36,54 @@ def _start(target: str, record: NetRecord) -> tuple[SwitchProcess, float]:
     return proc, elapsed
 
 
-def startup(target: str, runs: int = 5) -> dict[str, float]:
+def startup(target: str, runs: int = 5, engine: str | None = None) -> dict[str, float]:
     times = []
     with NetRecord("bench-startup") as record:
         for _ in range(runs):
-            proc, seconds = _start(target, record)
+            proc, seconds = _start(target, record, engine)
             proc.stop()
             times.append(seconds)
     return {"arbitration_s_median": statistics.median(times), "runs": runs}
 
 
-def writes(target: str, entries: int = 10_000, per_rpc: int = 2_000) -> dict[str, float]:
+def native_load(runs: int = 3) -> dict[str, float]:
+    """Seconds from starting ``mlfabric-switch --engine native`` to rail_switch committed
+    (SetForwardingPipelineConfig answered): with the engine in the cache (warm), and the
+    first time, when the C compiler runs (cold: an empty cache of its own)."""
+    import os
+    import tempfile
+
+    art = pipeline_files("rail_switch")
+    p4info = load_p4info(art.p4info)
+    config = art.json.read_bytes()
+
+    def once(record: NetRecord) -> float:
+        t0 = time.monotonic()
+        proc, _ = _start("python", record, "native")
+        try:
+            with P4RuntimeClient(proc.grpc_address, device_id=1, timeout=120) as client:
+                client.set_pipeline(p4info, config)
+            return time.monotonic() - t0
+        finally:
+            proc.stop()
+
+    old = os.environ.get("MLFABRIC_NATIVE_CACHE")
+    with NetRecord("bench-native-load") as record, \
+            tempfile.TemporaryDirectory(prefix="bench-native-cache-") as cache:
+        os.environ["MLFABRIC_NATIVE_CACHE"] = cache  # the switch processes inherit it
+        try:
+            cold = once(record)
+            warm = statistics.median(once(record) for _ in range(runs))
+        finally:
+            if old is None:
+                del os.environ["MLFABRIC_NATIVE_CACHE"]
+            else:
+                os.environ["MLFABRIC_NATIVE_CACHE"] = old
+    return {"cold_s": cold, "warm_s": warm}
+
+
+def writes(target: str, entries: int = 10_000, per_rpc: int = 2_000,
+           engine: str | None = None) -> dict[str, float]:
     """Entries/s written in batches of 1,000 and one per Write RPC (the controller's install
     path: rules encoded straight to wire bytes); RSS with the table full."""
     art = pipeline_files("rail_switch")
@@ -54,7 +91,7 @@ def writes(target: str, entries: int = 10_000, per_rpc: int = 2_000) -> dict[str
     schema = P4Schema(p4info)
     rules = route_rules(schema, entries)
     with NetRecord("bench-writes") as record:
-        proc, _ = _start(target, record)
+        proc, _ = _start(target, record, engine)
         try:
             with P4RuntimeClient(proc.grpc_address, device_id=1, timeout=120) as client:
                 client.set_pipeline(p4info, art.json.read_bytes())

@@ -47,6 +47,10 @@ class VethPorts:
             self.close()
             raise
 
+    def test_iface(self, port: int) -> str:
+        """The test's end of ``port``'s pair (where frames for the switch are sent)."""
+        return self._test_ports[port].spec.iface
+
     def send(self, port: int, frame: bytes) -> None:
         self._test_ports[port].send(frame)
 
