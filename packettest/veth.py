@@ -92,6 +92,11 @@ class VethPorts:
                     last = time.monotonic()
         return out
 
+    def remove(self, port: int) -> None:
+        """Delete ``port``'s pair now (as Mininet deletes a link under a running switch)."""
+        self._test_ports.pop(port).close()
+        _run("ip", "link", "del", self.switch_ifaces.pop(port))
+
     def close(self) -> None:
         for p in self._test_ports.values():
             p.close()

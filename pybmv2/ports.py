@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import socket
 import struct
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ SOL_PACKET = 263
 PACKET_ADD_MEMBERSHIP = 1
 PACKET_MR_PROMISC = 1
 PACKET_OUTGOING = 4
+#: what a socket reports once when its interface goes down or is deleted
+_GONE = (errno.ENETDOWN, errno.ENODEV, errno.ENXIO)
 #: ignore frames our own socket sent (Linux >= 4.20)
 PACKET_IGNORE_OUTGOING = 23
 
@@ -73,6 +76,10 @@ class Port:
             data, addr = self.sock.recvfrom(65535)
         except BlockingIOError:
             return None
+        except OSError as exc:  # the interface went down or away: its error, taken once
+            if exc.errno in _GONE:
+                return None
+            raise
         if addr[2] == PACKET_OUTGOING:
             return None
         return data

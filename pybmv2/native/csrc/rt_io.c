@@ -44,9 +44,9 @@ typedef struct {
 } equeue_t;
 
 typedef struct {
-    int fd;
+    int fd, dead;
     u32 num;
-    u64 rx, tx, rx_dropped, tx_dropped;
+    u64 rx, tx, rx_dropped, tx_dropped, errors;
 } ioport_t;
 
 typedef struct nx_io {
@@ -373,7 +373,7 @@ static void *io_main(void *arg) {
             tsp = &ts;
         }
         for (u32 i = 0; i < io->nports; i++) {
-            pfd[i].fd = io->ports[i].fd;
+            pfd[i].fd = io->ports[i].dead ? -1 : io->ports[i].fd;
             pfd[i].events = POLLIN;
             pfd[i].revents = 0;
         }
@@ -386,6 +386,17 @@ static void *io_main(void *arg) {
             u64 v;
             ssize_t k = read(io->down_efd, &v, sizeof v);
             (void)k;
+        }
+        for (u32 i = 0; r > 0 && i < io->nports; i++) {
+            /* an interface going down or away sets the socket's error: take it (poll would
+             * report it again and again), and stop polling a socket that is gone */
+            if (pfd[i].revents & POLLERR) {
+                int err = 0;
+                socklen_t el = sizeof err;
+                getsockopt(io->ports[i].fd, SOL_SOCKET, SO_ERROR, &err, &el);
+                io->ports[i].errors++;
+            }
+            if (pfd[i].revents & (POLLHUP | POLLNVAL)) io->ports[i].dead = 1;
         }
         pthread_mutex_lock(&cx->mu);
         for (u32 i = 0; r > 0 && i < io->nports; i++)
