@@ -102,7 +102,9 @@ class EngineMirror:
     def entry_changed(self, table: MatchTable, old: TableEntry | None, new: TableEntry | None,
                       *, counters: bool = False) -> None:
         name = table.name
-        with self.engine.locked():
+        lib, ctx = self.engine._lib, self.engine._ctx
+        lib.nx_lock(ctx)  # engine.locked() without a generator: this runs on every Write
+        try:
             if new is None:
                 assert old is not None
                 gone = self._entries[name].pop(old.handle, None)
@@ -117,6 +119,8 @@ class EngineMirror:
             self._update(name, k, new)
             if counters:  # the engine's counts not pulled yet are overwritten too
                 self.engine.entry_set_counters(name, k.eid, 0, 0)
+        finally:
+            lib.nx_unlock(ctx)
 
     def default_changed(self, table: MatchTable) -> None:
         with self.engine.locked():

@@ -59,6 +59,8 @@ typedef struct nx_io {
     u32 nports;
     int portfd[IO_NPORTNUM]; /* port number -> socket, -1 none */
     equeue_t *q[IO_NPORTNUM];
+    u16 qports[IO_NPORTNUM]; /* the port numbers that have a queue, in creation order */
+    u32 nq;
     u32 def_depth;
     double def_rate;
     u32 rr; /* round robin among ready queues */
@@ -104,6 +106,7 @@ static equeue_t *io_queue(nx_io_t *io, u64 port) {
         q->depth = io->def_depth;
         q->rate_pps = io->def_rate;
         io->q[port] = q;
+        io->qports[io->nq++] = (u16)port;
     }
     if (q->cap < q->depth) {
         qjob_t *r = calloc(q->depth, sizeof(qjob_t));
@@ -169,13 +172,13 @@ static void io_ingress(ctx_t *cx, u64 port, const u8 *frame, u32 len) {
  * earliest time (ns) a paced one may (0: none waiting) */
 static equeue_t *io_ready(nx_io_t *io, u64 now, u64 *port, u64 *wake) {
     *wake = 0;
-    for (u32 k = 0; k < IO_NPORTNUM; k++) {
-        u32 p = (io->rr + k) % IO_NPORTNUM;
-        equeue_t *q = io->q[p];
-        if (!q || !q->n) continue;
+    for (u32 k = 0; k < io->nq; k++) {
+        u32 i = (io->rr + k) % io->nq;
+        equeue_t *q = io->q[io->qports[i]];
+        if (!q->n) continue;
         if (q->next_ns <= now) {
-            io->rr = p + 1;
-            *port = p;
+            io->rr = i + 1;
+            *port = io->qports[i];
             return q;
         }
         if (!*wake || q->next_ns < *wake) *wake = q->next_ns;
