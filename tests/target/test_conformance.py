@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conformance_cases import PROGRAMS, Program, Rule
+from conformance_v1model import PROGRAMS as V1MODEL_PROGRAMS
 from p4.v1 import p4runtime_pb2
 
 from controller.p4build import PROGRAM_DIRS, pipeline_files
@@ -102,7 +103,7 @@ def record(pytestconfig: pytest.Config, target_name: str) -> bool:
     return wanted
 
 
-@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
+@pytest.mark.parametrize("program", PROGRAMS + V1MODEL_PROGRAMS, ids=lambda p: p.name)
 def test_program_matches_bmv2_golden(program: Program, target_name: str, record: bool) -> None:
     path = GOLDEN / f"{program.name}.json"
     golden = None if record else json.loads(path.read_text()) if path.exists() else None
