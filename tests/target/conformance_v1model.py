@@ -144,4 +144,5 @@ STALE_HEADERS = Program("stale_headers", packets=(
     ("not-ip-stale-ipv4", 1, ethernet(DST, SRC, 0x88B5, bytes(20))),
 ))
 
-PROGRAMS = (ACTION_LOCALS, NESTED_SWITCH, VLAN)
+PROGRAMS = (STACK_INDEX, HEADER_UNIONS, VARBIT_STACK, HEADER_MUX, ACTION_LOCALS, NESTED_SWITCH,
+            VLAN, STALE_HEADERS)

@@ -1,0 +1,38 @@
+"""v1model behaviour the BMv2 goldens cannot show: where BMv2 aborts, and the header storage
+the Python target reuses between packets as BMv2's PHV pool does."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from conformance_cases import probe
+from conformance_v1model import mpls, tcp_packet, udp_packet
+
+from controller.p4build import PROGRAM_DIRS, pipeline_files
+from pybmv2 import Program, V1Switch
+
+
+def switch(name: str) -> V1Switch:
+    return V1Switch(Program.from_file(pipeline_files(name, PROGRAM_DIRS[1]).json))
+
+
+def test_stack_index_out_of_bounds_drops_the_packet_and_says_why(caplog: pytest.LogCaptureFixture) -> None:
+    # BMv2 throws std::out_of_range and dies; the Python target drops the one packet
+    sw = switch("stack_index")
+    with caplog.at_level(logging.ERROR, logger="pybmv2.switch"):
+        assert sw.process(1, probe(1, 1, 7) + mpls(1, 2)) == []
+    assert "index 7 out of bounds of header stack 'mpls' (size 4)" in caplog.text
+    ((port, _),) = sw.process(1, probe(1, 1, 0) + mpls(1, 2))
+    assert port == 2
+
+
+def test_a_fresh_switch_reads_zeros_and_a_used_one_reads_the_last_packet() -> None:
+    fresh, used = switch("stale_headers"), switch("stale_headers")
+    used.process(1, tcp_packet("10.0.0.1", 1111, 2222))
+    udp = udp_packet("10.0.0.1", 53, 5353)
+    ((_, cold),) = fresh.process(1, udp)
+    ((_, warm),) = used.process(1, udp)
+    report = slice(14, 18)  # report.tcp_src, report.tcp_dst
+    assert cold[report] == bytes(4)
+    assert warm[report] == bytes.fromhex("045708ae")  # 1111, 2222
