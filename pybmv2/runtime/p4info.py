@@ -402,7 +402,8 @@ def _bind_table(index: P4InfoIndex, info: TableInfo, program: Program) -> TableB
                 f"{MatchType.Name(mf.match_type)} but the JSON key {kf.name!r} is "
                 f"{kf.match_type!r}")
         low_slice = kf.mask is not None and kf.mask == (1 << mf.bitwidth) - 1
-        if mf.bitwidth != kf.width and not (low_slice and mf.bitwidth < kf.width):
+        # a bitwidth of 0: p4c gives none for a key of type error, which BMv2 accepts
+        if mf.bitwidth and mf.bitwidth != kf.width and not (low_slice and mf.bitwidth < kf.width):
             raise P4InfoMismatchError(
                 f"table {info.name!r}, match field {mf.name!r}: {mf.bitwidth} bits in the "
                 f"P4Info but the JSON key {kf.name!r} is {kf.width} bits")
@@ -444,8 +445,14 @@ def _bind_table(index: P4InfoIndex, info: TableInfo, program: Program) -> TableB
 
 
 def bind(index: P4InfoIndex, program: Program) -> PipelineBinding:
-    """Pair the P4Info objects with the program's; raise P4InfoMismatchError on a mismatch."""
-    tables = {tid: _bind_table(index, info, program) for tid, info in index.tables.items()}
+    """Pair the P4Info objects with the program's; raise P4InfoMismatchError on a mismatch.
+
+    A P4Info table with no JSON table of its name is left unbound, as BMv2 loads such a
+    pair: p4c drops a table that is never applied (e.g. behind a constant condition) from
+    the JSON but not from the P4Info. Operations on it fail (see Pipeline.table).
+    """
+    tables = {tid: _bind_table(index, info, program) for tid, info in index.tables.items()
+              if info.name in program.tables}
     counters: dict[int, str] = {}
     json_counters = program.externs.counters
     for cid, c in index.counters.items():

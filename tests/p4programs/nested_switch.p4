@@ -1,6 +1,6 @@
 /* Conformance: nested switch statements on action_run (a table applied inside a case of
- * another table's switch, with its own switch and default) and a hit/miss condition
- * inside another case. */
+ * another table's switch, with its own switch and default), a hit/miss condition inside
+ * another case, and a table that is in the P4Info but not in the BMv2 JSON. */
 #include <core.p4>
 #include <v1model.p4>
 #include "include/conformance_headers.p4"
@@ -53,7 +53,15 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
         const entries = { 2 : c1(); }
         default_action = NoAction();
     }
+    /* applied only where a constant condition is false: p4c leaves it out of the BMv2
+     * JSON but not out of the P4Info, a pair BMv2 loads (writes to it fail) */
+    table dead {
+        key = { hdr.probe.op : exact; }
+        actions = { c1; NoAction; }
+        default_action = NoAction();
+    }
     apply {
+        bit<8> never = 1;
         sm.egress_spec = 2;
         switch (outer.apply().action_run) {
             a1: {
@@ -70,7 +78,14 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
             a2: {
                 if (other.apply().hit) { hdr.probe.r4 = 0x30; } else { hdr.probe.r4 = 0x31; }
             }
-            default: { hdr.probe.r4 = 0x40; }
+            default: {
+                if (never == 2) {
+                    switch (dead.apply().action_run) {
+                        c1: { hdr.probe.r4 = 0x50; }
+                    }
+                }
+                hdr.probe.r4 = 0x40;
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
-"""v1model behaviour the BMv2 goldens cannot show: where BMv2 aborts, and the header storage
-the Python target reuses between packets as BMv2's PHV pool does."""
+"""v1model behaviour the BMv2 goldens cannot show: where BMv2 aborts, the header storage the
+Python target reuses between packets as BMv2's PHV pool does, and a P4Info table that the
+BMv2 JSON lacks."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from conformance_cases import probe
 from conformance_v1model import mpls, tcp_packet, udp_packet
 
 from controller.p4build import PROGRAM_DIRS, pipeline_files
+from controller.p4runtime.client import P4ClientError
+from controller.p4runtime.entities import Exact, TableRule, encode_rule, update
+from packettest import open_target
 from pybmv2 import Program, V1Switch
 
 
@@ -36,3 +40,16 @@ def test_a_fresh_switch_reads_zeros_and_a_used_one_reads_the_last_packet() -> No
     report = slice(14, 18)  # report.tcp_src, report.tcp_dst
     assert cold[report] == bytes(4)
     assert warm[report] == bytes.fromhex("045708ae")  # 1111, 2222
+
+
+def test_a_p4info_table_p4c_left_out_of_the_json_loads_and_refuses_access(target_name: str) -> None:
+    # nested_switch.p4's table `dead` sits behind a constant-false condition
+    with open_target(target_name, pipeline_files("nested_switch", PROGRAM_DIRS[1])) as sw:
+        dead = sw.schema.table("I.dead")
+        rule = TableRule(dead.name, {"hdr.probe.op": Exact(1)}, "I.c1")
+        with pytest.raises(P4ClientError, match="UNKNOWN"):
+            sw.client.write([update("insert", encode_rule(sw.schema, rule))])
+        with pytest.raises(P4ClientError, match="UNKNOWN"):
+            sw.client.read_table_entries(dead.id)
+        ((port, _),) = sw.send(1, probe(7), expect=1)
+        assert port == 2
