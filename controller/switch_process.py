@@ -42,6 +42,8 @@ class SwitchSpec:
     cpu_port: int | None = CPU_PORT
     log_dir: Path | None = None
     pcap_dir: Path | None = None
+    #: options of the switch itself (before ``--``), e.g. BMv2's ``--use-files 0``
+    switch_args: tuple[str, ...] = ()
     extra_args: tuple[str, ...] = ()
 
 
@@ -72,6 +74,7 @@ def switch_command(spec: SwitchSpec) -> list[str]:
         cmd += ["-i", f"{port}@{iface}"]
     if spec.pcap_dir is not None:
         cmd += ["--pcap", str(spec.pcap_dir)]
+    cmd += list(spec.switch_args)
     cmd += ["--device-id", str(spec.device_id), "--", "--grpc-server-addr", spec.grpc_address]
     if spec.cpu_port is not None:
         cmd += ["--cpu-port", str(spec.cpu_port)]
