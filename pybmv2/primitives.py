@@ -66,9 +66,9 @@ def _writer_for(ext: Externs, operand: dict[str, Any]) -> Callable[[PacketState,
     return compile_field_writer(ext.layout, operand)
 
 
-def _std_slot(ext: Externs, name: str) -> int | None:
-    if ext.layout.has_field("standard_metadata", name):
-        return ext.layout.field("standard_metadata", name).index
+def _std_slot(ext: Externs, name: str, header: str = "standard_metadata") -> int | None:
+    if ext.layout.has_field(header, name):
+        return ext.layout.field(header, name).index
     return None
 
 
@@ -106,10 +106,13 @@ def compile_primitive(ext: Externs, prim: dict[str, Any]) -> Primitive:
     if op in ("push", "pop"):
         return stack_shift(layout, compile_stack_ref(layout, params[0]), operand(1), push=op == "push")
     if op in ("mark_to_drop", "drop"):
-        egress_spec = _std_slot(ext, "egress_spec")
-        mcast = _std_slot(ext, "mcast_grp")
+        # mark_to_drop(std) writes the header it is given: p4c passes a copy of
+        # standard_metadata when an action takes it as a parameter, and copies it back
+        std = params[0]["value"] if params and params[0].get("type") == "header" else "standard_metadata"
+        egress_spec = _std_slot(ext, "egress_spec", std)
+        mcast = _std_slot(ext, "mcast_grp", std)
         if egress_spec is None:
-            raise JsonFormatError("mark_to_drop: standard_metadata has no egress_spec")
+            raise JsonFormatError(f"mark_to_drop: header {std!r} has no egress_spec")
         drop_port = ext.drop_port
 
         def mark_to_drop(s: PacketState) -> None:

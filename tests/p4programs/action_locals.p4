@@ -1,7 +1,8 @@
 /* Conformance: action parameters used inside expressions, which p4c emits as "local"
  * operands: a conditional on a parameter around a saturating subtraction, a slice
  * assignment from a parameter, arithmetic and a comparison on parameters, and counter and
- * register indices computed from parameters and fields. */
+ * register indices computed from parameters and fields; mark_to_drop on a copy of
+ * standard_metadata passed to an action. */
 #include <core.p4>
 #include <v1model.p4>
 #include "include/conformance_headers.p4"
@@ -19,6 +20,10 @@ parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_met
         transition accept;
     }
 }
+
+/* an action that takes standard_metadata as a parameter: p4c copies it in and out, and
+ * mark_to_drop must write the copy it is given */
+action drop_via(inout standard_metadata_t smeta) { mark_to_drop(smeta); }
 
 control VC(inout headers_t hdr, inout meta_t meta) { apply { } }
 
@@ -57,6 +62,9 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
     apply {
         sm.egress_spec = 2;
         t.apply();
+        if (hdr.probe.op == 6) {
+            drop_via(sm);
+        }
     }
 }
 

@@ -97,6 +97,7 @@ ACTION_LOCALS = Program("action_locals", packets=(
     ("register-index-1", 1, probe(5, 0, 1, 0x100)),
     ("register-index-2", 1, probe(5, 0, 0, 0x200)),
     ("register-read-back", 1, probe(5, 0, 7, 0x300)),
+    ("drop-through-parameter", 1, probe(6)),
 ))
 
 NESTED_SWITCH = Program("nested_switch", packets=(
@@ -144,5 +145,11 @@ STALE_HEADERS = Program("stale_headers", packets=(
     ("not-ip-stale-ipv4", 1, ethernet(DST, SRC, 0x88B5, bytes(20))),
 ))
 
+VALUE_SET = Program("value_set", packets=(
+    ("probe", 1, probe(1)),
+    ("would-be-tunnel", 1, ethernet(DST, SRC, 0x1234, probe(2)[14:])),
+    ("other", 1, ethernet(DST, SRC, 0x0800, bytes(20))),
+))
+
 PROGRAMS = (STACK_INDEX, HEADER_UNIONS, VARBIT_STACK, HEADER_MUX, ACTION_LOCALS, NESTED_SWITCH,
-            VLAN, STALE_HEADERS)
+            VLAN, STALE_HEADERS, VALUE_SET)
