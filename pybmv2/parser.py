@@ -45,6 +45,8 @@ class _Transition:
     mask: int | None
     next_state: str | None  # resolved to _State after compilation
     target: Any = None
+    #: a parser value set: the transition matches a key in its members
+    value_set: set[int] | None = None
 
 
 @dataclass(slots=True)
@@ -137,8 +139,11 @@ def _vl_extractor(header: HeaderLayout, length: KeyFn, errors: dict[str, int],
 class CompiledParser:
     """The parser of a program, ready to run on packets."""
 
-    def __init__(self, ext: Externs, spec: dict[str, Any], errors: dict[str, int]) -> None:
+    def __init__(self, ext: Externs, spec: dict[str, Any], errors: dict[str, int],
+                 value_sets: dict[str, set[int]] | None = None) -> None:
         self.name: str = spec["name"]
+        #: parser value sets by name, their members as keys (empty unless a test adds some)
+        self.value_sets: dict[str, set[int]] = value_sets if value_sets is not None else {}
         self._layout = ext.layout
         self._errors = errors
         self._too_short = errors.get("PacketTooShort", 1)
@@ -181,9 +186,14 @@ class CompiledParser:
                 if not has_default:
                     default, has_default = t.get("next_state"), True
                 continue
+            mask = parse_hexstr(t["mask"]) if t.get("mask") else None
+            if kind == "parse_vset":
+                if t["value"] not in self.value_sets:
+                    raise JsonFormatError(f"parser state {name!r}: unknown value set {t['value']!r}")
+                transitions.append(_Transition(0, mask, t.get("next_state"), None, self.value_sets[t["value"]]))
+                continue
             if kind != "hexstr":
                 raise UnsupportedJsonError(f"parser state {name!r}: transition type {kind!r}")
-            mask = parse_hexstr(t["mask"]) if t.get("mask") else None
             value = parse_hexstr(t["value"])
             transitions.append(_Transition(value if mask is None else value & mask, mask, t.get("next_state")))
         if key is None and transitions:
@@ -344,7 +354,8 @@ class CompiledParser:
                     continue
                 k = state.key(s)
                 for t in state.transitions:
-                    if (k if t.mask is None else k & t.mask) == t.value:
+                    masked = k if t.mask is None else k & t.mask
+                    if masked == t.value if t.value_set is None else masked in t.value_set:
                         state = t.target
                         break
                 else:

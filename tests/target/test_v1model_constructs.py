@@ -53,3 +53,14 @@ def test_a_p4info_table_p4c_left_out_of_the_json_loads_and_refuses_access(target
             sw.client.read_table_entries(dead.id)
         ((port, _),) = sw.send(1, probe(7), expect=1)
         assert port == 2
+
+
+def test_a_parser_value_set_matches_its_members() -> None:
+    # empty, as BMv2's under P4Runtime (see value_set.p4); a member makes its case match
+    sw = switch("value_set")
+    frame = b"\x00\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x01\x12\x34" + probe(2)[14:]
+    assert [port for port, _ in sw.process(1, frame)] == [3]
+    assert sw.program is not None
+    sw.program.parser.value_sets["P.tunnel_types"].add(0x1234)
+    ((port, out),) = sw.process(1, frame)
+    assert port == 2 and out[-16:-12] == bytes.fromhex("00007777")  # probe.r1
