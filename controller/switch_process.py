@@ -44,6 +44,8 @@ class SwitchSpec:
     pcap_dir: Path | None = None
     #: options of the switch itself (before ``--``), e.g. BMv2's ``--use-files 0``
     switch_args: tuple[str, ...] = ()
+    #: a command the switch runs under, e.g. ``("stdbuf", "-oL")`` for a line-buffered log
+    wrapper: tuple[str, ...] = ()
     extra_args: tuple[str, ...] = ()
 
 
@@ -66,9 +68,11 @@ def switch_command(spec: SwitchSpec) -> list[str]:
         exe = shutil.which("simple_switch_grpc")
         if exe is None:
             raise ToolchainMissing("simple_switch_grpc is not installed: use --target python")
-        cmd = [exe, "--log-file", str(spec.log_dir / f"{spec.name}.bmv2")] if spec.log_dir else [exe]
+        cmd = [*spec.wrapper, exe]
+        if spec.log_dir:
+            cmd += ["--log-file", str(spec.log_dir / f"{spec.name}.bmv2")]
     else:
-        cmd = _python_switch_executable()
+        cmd = [*spec.wrapper, *_python_switch_executable()]
     cmd.append("--no-p4")
     for port, iface in sorted(spec.ports.items()):
         cmd += ["-i", f"{port}@{iface}"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import struct
 import time
 from collections.abc import Sequence
@@ -23,10 +24,15 @@ from controller.readiness import free_tcp_port
 from controller.switch_process import CPU_PORT, SwitchProcess, SwitchSpec
 from packettest.targets import Outputs, PacketTarget, _load_pipeline
 
-__all__ = ["PcapFilesTarget"]
+__all__ = ["PcapFilesTarget", "TargetRefused"]
 
 _GLOBAL = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
 _RECORD = struct.Struct("<IIII")
+
+
+class TargetRefused(RuntimeError):
+    """BMv2 accepted the pipeline over P4Runtime but could not load its JSON (it says so
+    only in its output)."""
 
 
 class PcapFilesTarget(PacketTarget):
@@ -60,11 +66,16 @@ class PcapFilesTarget(PacketTarget):
                               ports={p: str(folder / str(p)) for p in self._offsets},
                               device_id=device_id, grpc_address=f"127.0.0.1:{free_tcp_port()}",
                               cpu_port=cpu_port, log_dir=folder,
-                              switch_args=("--use-files", "0", "--thrift-port", str(free_tcp_port())))
+                              switch_args=("--use-files", "0", "--thrift-port", str(free_tcp_port())),
+                              wrapper=("stdbuf", "-oL", "-eL"))
             self._stack.enter_context(SwitchProcess(spec, record))
             self.client = P4RuntimeClient(spec.grpc_address, device_id=device_id).connect()
             self._stack.callback(self.client.close)
             self.schema = _load_pipeline(self.client, artifact)
+            log = (folder / f"{spec.name}.log").read_text(errors="replace")
+            bad = re.search(r"^(Invalid .*|bad json.*)$", log, re.MULTILINE)
+            if bad:  # BMv2 prints this and keeps running without the program
+                raise TargetRefused(f"BMv2 refuses the JSON: {bad.group(1)}")
         except BaseException:
             self._stack.close()
             raise
