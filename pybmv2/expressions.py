@@ -220,6 +220,8 @@ def compile_header_ref(layout: PhvLayout, operand: dict[str, Any]) -> HeaderRef:
             return lambda s: members[union(s)]
         if op == "?":
             return _choose(layout, value, compile_header_ref)
+    if kind == "stack_field" and value[1] == "last":  # p4c's `stack.last` as a header
+        kind, value = "stack_header", value[0]
     if kind == "stack_header":
         stack = layout.stack(value)
         ids = stack.header_ids

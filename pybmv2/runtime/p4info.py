@@ -10,6 +10,7 @@ JSON key in the same order, which :func:`bind` verifies field by field.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Container
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -38,6 +39,8 @@ __all__ = [
     "bind",
     "id_prefix",
 ]
+
+log = logging.getLogger(__name__)
 
 P4Ids = p4info_pb2.P4Ids
 MatchType = p4info_pb2.MatchField.MatchType
@@ -453,6 +456,10 @@ def bind(index: P4InfoIndex, program: Program) -> PipelineBinding:
     """
     tables = {tid: _bind_table(index, info, program) for tid, info in index.tables.items()
               if info.name in program.tables}
+    for info in index.tables.values():
+        if info.name not in program.tables:
+            log.warning("P4Info table %r is not in the BMv2 JSON (p4c leaves out tables that "
+                        "are never applied): P4Runtime access to it will fail", info.name)
     counters: dict[int, str] = {}
     json_counters = program.externs.counters
     for cid, c in index.counters.items():
