@@ -32,7 +32,7 @@ _RECORD = struct.Struct("<IIII")
 
 class TargetRefused(RuntimeError):
     """BMv2 accepted the pipeline over P4Runtime but could not load its JSON (it says so
-    only in its output)."""
+    only in its output), or it died running a packet."""
 
 
 class PcapFilesTarget(PacketTarget):
@@ -68,11 +68,12 @@ class PcapFilesTarget(PacketTarget):
                               cpu_port=cpu_port, log_dir=folder,
                               switch_args=("--use-files", "0", "--thrift-port", str(free_tcp_port())),
                               wrapper=("stdbuf", "-oL", "-eL"))
-            self._stack.enter_context(SwitchProcess(spec, record))
+            self._process = self._stack.enter_context(SwitchProcess(spec, record))
+            self._log = folder / f"{spec.name}.log"
             self.client = P4RuntimeClient(spec.grpc_address, device_id=device_id).connect()
             self._stack.callback(self.client.close)
             self.schema = _load_pipeline(self.client, artifact)
-            log = (folder / f"{spec.name}.log").read_text(errors="replace")
+            log = self._log.read_text(errors="replace")
             bad = re.search(r"^(Invalid .*|bad json.*)$", log, re.MULTILINE)
             if bad:  # BMv2 prints this and keeps running without the program
                 raise TargetRefused(f"BMv2 refuses the JSON: {bad.group(1)}")
@@ -117,6 +118,11 @@ class PcapFilesTarget(PacketTarget):
             elif time.monotonic() - last > quiet:
                 break
             time.sleep(0.01)
+        proc = self._process.proc
+        if proc is not None and proc.poll() is not None:  # e.g. a failed assertion in BMv2
+            lines = self._log.read_text(errors="replace").strip().splitlines()
+            raise TargetRefused(f"BMv2 aborted (status {proc.returncode}): "
+                                f"{lines[-1] if lines else 'no output'}")
         return out
 
     def close(self) -> None:
