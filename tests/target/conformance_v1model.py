@@ -28,7 +28,7 @@ STACK_INDEX = Program("stack_index", packets=(
     ("invalidate-element", 1, probe(4, 0, 1) + mpls(1, 2, 3)),
     ("no-entry", 1, probe(9, 1, 0) + mpls(5, 6)),
     ("stack-full", 1, probe(1, 1, 0) + mpls(1, 2, 3, 4, 5)),
-))
+), phv_reuse=("read-invalid-element",))
 
 
 def union_a(a: int) -> bytes:
@@ -143,7 +143,8 @@ STALE_HEADERS = Program("stale_headers", packets=(
     ("tcp-second", 2, tcp_packet("10.0.0.1", 3333, 4444)),
     ("udp-after-second-tcp", 1, udp_packet("10.0.0.1", 53, 5353)),
     ("not-ip-stale-ipv4", 1, ethernet(DST, SRC, 0x88B5, bytes(20))),
-))
+), phv_reuse=("udp-sees-last-tcp-ports", "udp-again", "tcp-second", "udp-after-second-tcp",
+              "not-ip-stale-ipv4"))
 
 VALUE_SET = Program("value_set", packets=(
     ("probe", 1, probe(1)),
