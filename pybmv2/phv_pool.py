@@ -25,6 +25,8 @@ class PhvPool:
     >>> a = pool.take(); a[:] = [7, 8]; pool.give(a)
     >>> pool.take()
     [7, 8]
+    >>> pool.give([1, 2, 3]); len(pool)  # not this program's storage
+    0
     """
 
     def __init__(self, layout: PhvLayout) -> None:
@@ -64,7 +66,10 @@ class PhvPool:
         return out
 
     def give(self, values: list[int]) -> None:
-        """A packet is done with ``values`` (dropped, transmitted or copied away)."""
+        """A packet is done with ``values`` (dropped, transmitted or copied away). Storage
+        of another layout (a packet that outlived a pipeline swap) is not kept."""
+        if len(values) != self._size:
+            return
         for value, length in self._varbits:
             values[value] = values[length] = 0
         self._free.append(values)
