@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from types import TracebackType
 
 from controller.netstate import NetRecord
@@ -91,7 +92,7 @@ class InProcessTarget(PacketTarget):
 
 class ProcessTarget(PacketTarget):
     def __init__(self, kind: str, artifact: Artifact, ports: Sequence[int], *, device_id: int = 1,
-                 cpu_port: int = CPU_PORT) -> None:
+                 cpu_port: int = CPU_PORT, log_dir: Path | None = None) -> None:
         from packettest.veth import VethPorts
 
         self.kind = kind
@@ -102,7 +103,8 @@ class ProcessTarget(PacketTarget):
             self._stack.callback(self.veth.close)
             spec = SwitchSpec(name=f"pt-{kind}", target="python" if kind == "python-process" else "bmv2",
                               ports=self.veth.switch_ifaces, device_id=device_id,
-                              grpc_address=f"127.0.0.1:{free_tcp_port()}", cpu_port=cpu_port)
+                              grpc_address=f"127.0.0.1:{free_tcp_port()}", cpu_port=cpu_port,
+                              log_dir=log_dir)
             self.process = self._stack.enter_context(SwitchProcess(spec, record))
             self.client = P4RuntimeClient(spec.grpc_address, device_id=device_id).connect()
             self._stack.callback(self.client.close)
@@ -123,11 +125,12 @@ class ProcessTarget(PacketTarget):
 @contextlib.contextmanager
 def open_target(kind: str, artifact: Artifact, ports: Sequence[int] = (1, 2, 3, 4), *,
                 device_id: int = 1, cpu_port: int = CPU_PORT,
-                engine: str = "python") -> Iterator[PacketTarget]:
+                engine: str = "python", log_dir: Path | None = None) -> Iterator[PacketTarget]:
     """Start a target of ``kind`` with ``artifact`` loaded; always torn down on exit.
 
     ``engine`` (``python``, ``native`` or ``auto``) selects the in-process target's packet
-    engine; the other kinds ignore it.
+    engine; the other kinds ignore it. A process target writes its output (and BMv2 its log)
+    into ``log_dir`` when given.
     """
     if kind not in KINDS:
         raise ValueError(f"unknown target kind {kind!r}: choose one of {KINDS}")
@@ -135,7 +138,8 @@ def open_target(kind: str, artifact: Artifact, ports: Sequence[int] = (1, 2, 3, 
     if kind == "python":
         target = InProcessTarget(artifact, device_id=device_id, cpu_port=cpu_port, engine=engine)
     else:
-        target = ProcessTarget(kind, artifact, ports, device_id=device_id, cpu_port=cpu_port)
+        target = ProcessTarget(kind, artifact, ports, device_id=device_id, cpu_port=cpu_port,
+                               log_dir=log_dir)
     try:
         yield target
     finally:
