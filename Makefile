@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 TARGET ?= $(or $(MLFABRIC_TARGET),python)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run run-smoke run-rail-only run-checkmate run-rotor run-tdtcp run-topoopt model-rail-only test test-unit test-target test-emulation p4 bench lint typecheck doctor clean-net clean
+.PHONY: help setup run run-smoke run-rail-only run-checkmate run-rotor run-tdtcp run-topoopt model-rail-only test test-unit test-target test-emulation p4 bench p4c-samples lint typecheck doctor clean-net clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -56,6 +56,10 @@ p4: setup ## recompile every P4 program with p4c-bm2-ss and rewrite the manifest
 
 bench: setup ## run the benchmarks; writes bench/results/*.json
 	@$(PY) -m bench
+
+p4c-samples: setup ## differential check of p4c's v1model samples on BMv2 and the Python target (root; P4C_SRC=p4c checkout)
+	@if [ -z "$(P4C_SRC)" ]; then echo "set P4C_SRC to a p4c source checkout (its testdata/p4_16_samples)"; exit 2; fi
+	@$(PY) -m bench.p4c_samples --p4c $(P4C_SRC) $(P4C_ARGS)
 
 lint: setup ## ruff
 	@$(VENV)/bin/ruff check controller pybmv2 packettest workloads tests bench mininet

@@ -55,6 +55,10 @@ class SwitchSpec:
     pcap_dir: Path | None = None
     #: BMv2's Thrift port (simple_switch_CLI); the Python target has no Thrift server
     thrift_port: int | None = None
+    #: options of the switch itself (before ``--``), e.g. BMv2's ``--use-files 0``
+    switch_args: tuple[str, ...] = ()
+    #: a command the switch runs under, e.g. ``("stdbuf", "-oL")`` for a line-buffered log
+    wrapper: tuple[str, ...] = ()
     #: the Python target's packet engine (``auto``, ``native``, ``python``); None: its default
     engine: str | None = None
     extra_args: tuple[str, ...] = ()
@@ -90,19 +94,20 @@ def switch_command(spec: SwitchSpec) -> list[str]:
         exe = shutil.which("simple_switch_grpc")
         if exe is None:
             raise ToolchainMissing("simple_switch_grpc is not installed: use --target python")
-        cmd = [exe, "--no-p4"]
+        cmd = [*spec.wrapper, exe, "--no-p4"]
         if spec.log_dir is not None:  # its stdout is the log file (see SwitchProcess.launch)
             cmd += ["--log-console", "-L", spec.log_level]
         if spec.thrift_port is not None:
             cmd += ["--thrift-port", str(spec.thrift_port)]
     else:  # logs to stderr; no Thrift server, so no --thrift-port
-        cmd = [*_python_switch_executable(), "--no-p4"]
+        cmd = [*spec.wrapper, *_python_switch_executable(), "--no-p4"]
         if spec.log_dir is not None:
             cmd += ["-L", spec.log_level]
     for port, iface in sorted(spec.ports.items()):
         cmd += ["-i", f"{port}@{iface}"]
     if spec.pcap_dir is not None:
         cmd += ["--pcap", str(spec.pcap_dir)]
+    cmd += list(spec.switch_args)
     cmd += ["--device-id", str(spec.device_id), "--", "--grpc-server-addr", spec.grpc_address]
     if spec.cpu_port is not None:
         cmd += ["--cpu-port", str(spec.cpu_port)]

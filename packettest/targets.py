@@ -94,16 +94,16 @@ class InProcessTarget(PacketTarget):
 class ProcessTarget(PacketTarget):
     def __init__(self, kind: str, artifact: Artifact, ports: Sequence[int], *, device_id: int = 1,
                  cpu_port: int = CPU_PORT, engine: str | None = None,
-                 extra_args: tuple[str, ...] = ()) -> None:
+                 extra_args: tuple[str, ...] = (), log_dir: Path | None = None) -> None:
         from packettest.veth import VethPorts
 
         self.kind = kind
         self._stack = contextlib.ExitStack()
         try:
             record = self._stack.enter_context(NetRecord(f"packettest-{kind}"))
-            #: the switch's log (info level)
-            self.log_dir = Path(self._stack.enter_context(tempfile.TemporaryDirectory(
-                prefix=f"packettest-{kind}-")))
+            #: the switch's output (info level): ``log_dir``, else a temporary folder
+            self.log_dir = log_dir if log_dir is not None else Path(self._stack.enter_context(
+                tempfile.TemporaryDirectory(prefix=f"packettest-{kind}-")))
             self.veth = VethPorts(ports, record)
             self._stack.callback(self.veth.close)
             spec = SwitchSpec(name=f"pt-{kind}", target="python" if kind == "python-process" else "bmv2",
@@ -135,11 +135,14 @@ class ProcessTarget(PacketTarget):
 @contextlib.contextmanager
 def open_target(kind: str, artifact: Artifact, ports: Sequence[int] = (1, 2, 3, 4), *,
                 device_id: int = 1, cpu_port: int = CPU_PORT,
-                engine: str = "python", extra_args: tuple[str, ...] = ()) -> Iterator[PacketTarget]:
+                engine: str = "python", extra_args: tuple[str, ...] = (),
+                log_dir: Path | None = None) -> Iterator[PacketTarget]:
     """Start a target of ``kind`` with ``artifact`` loaded; always torn down on exit.
 
     ``engine`` (``python``, ``native`` or ``auto``) selects the packet engine of the Python
-    target, in process or as a process; ``bmv2`` ignores it.
+    target, in process or as a process; ``bmv2`` ignores it. ``extra_args`` are more options
+    for a switch process, which writes its output (and BMv2 its log) into ``log_dir`` when
+    given (else into a temporary folder, for :meth:`ProcessTarget.log_text`).
     """
     if kind not in KINDS:
         raise ValueError(f"unknown target kind {kind!r}: choose one of {KINDS}")
@@ -148,7 +151,7 @@ def open_target(kind: str, artifact: Artifact, ports: Sequence[int] = (1, 2, 3, 
         target = InProcessTarget(artifact, device_id=device_id, cpu_port=cpu_port, engine=engine)
     else:
         target = ProcessTarget(kind, artifact, ports, device_id=device_id, cpu_port=cpu_port,
-                               engine=engine, extra_args=extra_args)
+                               engine=engine, extra_args=extra_args, log_dir=log_dir)
     try:
         yield target
     finally:

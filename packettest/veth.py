@@ -25,6 +25,20 @@ def _run(*cmd: str) -> None:
         raise EmulationError(f"{' '.join(cmd)} failed: {proc.stderr.strip()}")
 
 
+def _wait_up(iface: str, timeout: float = 5.0) -> None:
+    """Wait until the kernel reports ``iface`` up: until then (linkwatch runs up to a second
+    after ``ip link set up``) its queueing discipline is noop and drops what is sent."""
+    path = f"/sys/class/net/{iface}/operstate"
+    deadline = time.monotonic() + timeout
+    while True:
+        with open(path) as f:
+            if f.read().strip() == "up":
+                return
+        if time.monotonic() > deadline:
+            raise EmulationError(f"{iface} is not up after {timeout:.0f} s")
+        time.sleep(0.01)
+
+
 class VethPorts:
     """Create veth pairs for ``ports``; :meth:`close` deletes them (so does the record)."""
 
@@ -43,6 +57,9 @@ class VethPorts:
                     _run("ip", "link", "set", iface, "up")
                 self.switch_ifaces[port] = s
                 self._test_ports[port] = Port(PortSpec(port, t))
+            for s, t in ((s, f"{tag}t{port}") for port, s in self.switch_ifaces.items()):
+                _wait_up(s)
+                _wait_up(t)
         except BaseException:
             self.close()
             raise

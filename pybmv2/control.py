@@ -110,7 +110,7 @@ class CompiledPipeline:
                 prio = (1 << 31) - 1 - int(e.get("priority", 1))  # as PI reads them back
             entry = TableEntry(tuple(key), parse_action_entry(e["action_entry"]), prio, True)
             table.max_size = max(table.max_size, len(table) + 1)
-            table.insert(entry)
+            table.insert(entry, canonical=False)
 
     @staticmethod
     def _table_node(

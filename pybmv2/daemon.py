@@ -207,8 +207,8 @@ class SwitchDaemon:
         frames, clones, recirc = self.switch.egress(job, depth_after)
         for clone in clones:
             self._enqueue(clone)
-        for field_list, frame in recirc:
-            for again in self.switch.recirculate(field_list, frame, job.state):
+        for state in recirc:
+            for again in self.switch.recirculate(state):
                 self._enqueue(again)
         for port, frame in self.server.deliver_outputs(frames):
             self.transmit(port, frame)

@@ -12,6 +12,7 @@ __all__ = [
     "EntryNotFoundError",
     "InvalidEntryError",
     "JsonFormatError",
+    "PacketError",
     "PacketIOError",
     "TableFullError",
     "TargetError",
@@ -33,6 +34,12 @@ class UnsupportedJsonError(TargetError):
     Raised at load time, never at packet time, so that a program never runs with a silent
     wrong result. The message names the construct and where it appears.
     """
+
+
+class PacketError(TargetError):
+    """A packet made the program do what BMv2 aborts on, such as indexing a header stack out
+    of its bounds (BMv2 throws std::out_of_range and the switch dies). Raised at packet time;
+    the switch logs it and drops that packet."""
 
 
 class InvalidEntryError(TargetError):

@@ -5,6 +5,11 @@ flat list of Python ints, so that compiled expressions read and write ``state.va
 without any name lookup at packet time. Header validity lives in a parallel list indexed by
 header id.
 
+Header unions group member headers of which at most one is valid: each header knows its
+``siblings`` (the other members of its union), which become invalid when it becomes valid,
+as BMv2's union membership does. Stacks of headers and stacks of unions keep their ``next``
+index in ``PacketState.stack_next``: header stacks first, then union stacks.
+
 A header with a varbit field (width ``"*"`` in the JSON, at most one per header) gets one
 extra slot right after its fields: the varbit's current length in bits (0 until extracted,
 as BMv2 resets it). The varbit's value is an int in its own slot like any field.
@@ -17,7 +22,7 @@ from typing import Any
 
 from pybmv2.errors import JsonFormatError, UnsupportedJsonError
 
-__all__ = ["FieldSlot", "HeaderLayout", "PhvLayout", "StackLayout"]
+__all__ = ["FieldSlot", "HeaderLayout", "PhvLayout", "StackLayout", "UnionLayout"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +89,30 @@ class HeaderLayout:
 
 @dataclass(frozen=True, slots=True)
 class StackLayout:
-    """A header stack: the ids of its element headers, in order."""
+    """A header stack, or a stack of header unions: its elements in order, each element the
+    ids of its headers (one header for a header stack, the members for a union stack)."""
+
+    name: str
+    id: int
+    elements: tuple[tuple[int, ...], ...]
+    #: where the stack's ``next`` index lives in ``PacketState.stack_next``
+    next_index: int
+    #: the union ids of a union stack's elements (empty for a header stack)
+    union_ids: tuple[int, ...] = ()
+
+    @property
+    def header_ids(self) -> tuple[int, ...]:
+        """The element headers of a header stack (every member header of a union stack)."""
+        return tuple(h for element in self.elements for h in element)
+
+    @property
+    def is_union_stack(self) -> bool:
+        return bool(self.union_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class UnionLayout:
+    """A header union instance: the ids of its member headers, in the type's order."""
 
     name: str
     id: int
@@ -138,9 +166,15 @@ class PhvLayout:
 
     headers: list[HeaderLayout] = field(default_factory=list)
     stacks: list[StackLayout] = field(default_factory=list)
+    unions: list[UnionLayout] = field(default_factory=list)
+    union_stacks: list[StackLayout] = field(default_factory=list)
+    #: per header id, the other members of its union (empty outside unions)
+    siblings: list[tuple[int, ...]] = field(default_factory=list)
     num_fields: int = 0
     _by_name: dict[str, HeaderLayout] = field(default_factory=dict)
     _stack_by_name: dict[str, StackLayout] = field(default_factory=dict)
+    _union_by_name: dict[str, UnionLayout] = field(default_factory=dict)
+    _union_stack_by_name: dict[str, StackLayout] = field(default_factory=dict)
     _aliases: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @classmethod
@@ -148,9 +182,6 @@ class PhvLayout:
         types: dict[str, dict[str, Any]] = {}
         for ht in _require(doc, "header_types", "program"):
             types[_require(ht, "name", "header_types[]")] = ht
-        if doc.get("header_unions"):
-            names = [u.get("name") for u in doc["header_unions"]]
-            raise UnsupportedJsonError(f"header unions are not supported: {names}")
         layout = cls()
         index = 0
         for h in _require(doc, "headers", "program"):
@@ -168,12 +199,56 @@ class PhvLayout:
             raise JsonFormatError("header ids are not 0..N-1")
         layout.num_fields = index
         for s in doc.get("header_stacks", []):
-            stack = StackLayout(s["name"], int(s["id"]), tuple(int(i) for i in s["header_ids"]))
+            stack = StackLayout(s["name"], int(s["id"]), tuple((int(i),) for i in s["header_ids"]),
+                                int(s["id"]))
             layout.stacks.append(stack)
             layout._stack_by_name[stack.name] = stack
+        layout._load_unions(doc)
         for alias, target in doc.get("field_aliases", []):
             layout._aliases[alias] = (target[0], target[1])
         return layout
+
+    def _load_unions(self, doc: dict[str, Any]) -> None:
+        self.siblings = [() for _ in self.headers]
+        for u in doc.get("header_unions", []):
+            union = UnionLayout(u["name"], int(u["id"]), tuple(int(h) for h in u["header_ids"]))
+            if union.id != len(self.unions):
+                raise JsonFormatError("header union ids are not 0..N-1")
+            for h in union.header_ids:
+                if not 0 <= h < len(self.headers) or self.siblings[h]:
+                    raise JsonFormatError(f"header union {union.name!r}: bad member header {h}")
+                self.siblings[h] = tuple(o for o in union.header_ids if o != h)
+            self.unions.append(union)
+            self._union_by_name[union.name] = union
+        base = len(self.stacks)
+        for us in doc.get("header_union_stacks", []):
+            sid = int(us["id"])
+            union_ids = tuple(int(u) for u in us["header_union_ids"])
+            if any(not 0 <= u < len(self.unions) for u in union_ids):
+                raise JsonFormatError(f"header union stack {us['name']!r}: bad union ids {union_ids}")
+            elements = tuple(self.unions[u].header_ids for u in union_ids)
+            stack = StackLayout(us["name"], sid, elements, base + sid, union_ids)
+            self.union_stacks.append(stack)
+            self._union_stack_by_name[stack.name] = stack
+        if [s.id for s in self.union_stacks] != list(range(len(self.union_stacks))):
+            raise JsonFormatError("header union stack ids are not 0..N-1")
+
+    @property
+    def num_stacks(self) -> int:
+        """Entries of ``PacketState.stack_next``: header stacks, then union stacks."""
+        return len(self.stacks) + len(self.union_stacks)
+
+    def union(self, name: str) -> UnionLayout:
+        try:
+            return self._union_by_name[name]
+        except KeyError:
+            raise JsonFormatError(f"unknown header union {name!r}") from None
+
+    def union_stack(self, name: str) -> StackLayout:
+        try:
+            return self._union_stack_by_name[name]
+        except KeyError:
+            raise JsonFormatError(f"unknown header union stack {name!r}") from None
 
     def header(self, name: str) -> HeaderLayout:
         try:

@@ -13,13 +13,13 @@ from typing import Any
 
 from pybmv2.errors import JsonFormatError, UnsupportedJsonError
 from pybmv2.expressions import (
+    compile_field_writer,
     compile_operand,
-    field_writer,
     parse_hexstr,
     slot_reader,
     valid_reader,
 )
-from pybmv2.layout import HeaderLayout
+from pybmv2.layout import HeaderLayout, StackLayout
 from pybmv2.primitives import Externs, assign_varbit, compile_primitive
 from pybmv2.state import PacketState
 from pybmv2.varbit import VarbitPlan
@@ -45,6 +45,8 @@ class _Transition:
     mask: int | None
     next_state: str | None  # resolved to _State after compilation
     target: Any = None
+    #: a parser value set: the transition matches a key in its members
+    value_set: set[int] | None = None
 
 
 @dataclass(slots=True)
@@ -57,7 +59,8 @@ class _State:
     has_default: bool = False
 
 
-def _extractor(header: HeaderLayout, too_short: int) -> Callable[[PacketState], None]:
+def _extractor(header: HeaderLayout, too_short: int, siblings: tuple[int, ...] = ()) -> Op:
+    """Extract a fixed-size header; a union member invalidates the other members."""
     if header.length_index is not None:
         raise UnsupportedJsonError(f"header {header.name!r} has a varbit field: use extract_VL")
     nbytes = header.nbytes
@@ -82,10 +85,19 @@ def _extractor(header: HeaderLayout, too_short: int) -> Callable[[PacketState], 
         s.valid[hid] = True
         s.offset = end
 
-    return extract
+    if not siblings:
+        return extract
+
+    def extract_member(s: PacketState) -> None:
+        extract(s)
+        for o in siblings:
+            s.valid[o] = False
+
+    return extract_member
 
 
-def _vl_extractor(header: HeaderLayout, length: KeyFn, errors: dict[str, int]) -> Op:
+def _vl_extractor(header: HeaderLayout, length: KeyFn, errors: dict[str, int],
+                  siblings: tuple[int, ...] = ()) -> Op:
     """BMv2's extract_VL: ``length`` is the varbit's size in bits, a multiple of 8.
 
     The checks come in BMv2's order: ParserInvalidArgument for a length that is not a whole
@@ -116,6 +128,8 @@ def _vl_extractor(header: HeaderLayout, length: KeyFn, errors: dict[str, int]) -
         x = int.from_bytes(s.data[start:end], "big")
         s.values[first : first + nfields] = plan.unpack(x, nbits)
         s.values[length_index] = nbits
+        for o in siblings:
+            s.valid[o] = False
         s.valid[hid] = True
         s.offset = end
 
@@ -125,8 +139,11 @@ def _vl_extractor(header: HeaderLayout, length: KeyFn, errors: dict[str, int]) -
 class CompiledParser:
     """The parser of a program, ready to run on packets."""
 
-    def __init__(self, ext: Externs, spec: dict[str, Any], errors: dict[str, int]) -> None:
+    def __init__(self, ext: Externs, spec: dict[str, Any], errors: dict[str, int],
+                 value_sets: dict[str, set[int]] | None = None) -> None:
         self.name: str = spec["name"]
+        #: parser value sets by name, their members as keys (empty unless a test adds some)
+        self.value_sets: dict[str, set[int]] = value_sets if value_sets is not None else {}
         self._layout = ext.layout
         self._errors = errors
         self._too_short = errors.get("PacketTooShort", 1)
@@ -169,9 +186,14 @@ class CompiledParser:
                 if not has_default:
                     default, has_default = t.get("next_state"), True
                 continue
+            mask = parse_hexstr(t["mask"]) if t.get("mask") else None
+            if kind == "parse_vset":
+                if t["value"] not in self.value_sets:
+                    raise JsonFormatError(f"parser state {name!r}: unknown value set {t['value']!r}")
+                transitions.append(_Transition(0, mask, t.get("next_state"), None, self.value_sets[t["value"]]))
+                continue
             if kind != "hexstr":
                 raise UnsupportedJsonError(f"parser state {name!r}: transition type {kind!r}")
-            mask = parse_hexstr(t["mask"]) if t.get("mask") else None
             value = parse_hexstr(t["value"])
             transitions.append(_Transition(value if mask is None else value & mask, mask, t.get("next_state")))
         if key is None and transitions:
@@ -182,42 +204,39 @@ class CompiledParser:
         kind = op.get("op")
         params = op.get("parameters", [])
         layout = self._layout
-        if kind == "extract":
+        if kind in ("extract", "extract_VL"):
             p = params[0]
+            length = compile_operand(layout, params[1]) if kind == "extract_VL" else None
+
+            def extractor(hl: HeaderLayout) -> Op:
+                siblings = layout.siblings[hl.id]
+                if length is None:
+                    return _extractor(hl, self._too_short, siblings)
+                return _vl_extractor(hl, length, self._errors, siblings)
+
             if p["type"] == "regular":
-                return _extractor(layout.header(p["value"]), self._too_short)
+                return extractor(layout.header(p["value"]))
             if p["type"] == "stack":
                 stack = layout.stack(p["value"])
-                extractors = [_extractor(layout.headers[h], self._too_short) for h in stack.header_ids]
-                sid, oob = stack.id, self._stack_oob
-
-                def extract_next(s: PacketState) -> None:
-                    n = s.stack_next[sid]
-                    if n >= len(extractors):
-                        raise ParserError(oob)
-                    extractors[n](s)
-                    s.stack_next[sid] = n + 1
-
-                return extract_next
-            raise UnsupportedJsonError(f"extract of {p['type']!r}")
-        if kind == "extract_VL":
-            p = params[0]
-            if p["type"] != "regular":
-                raise UnsupportedJsonError(f"extract_VL of {p['type']!r}")
-            length = compile_operand(layout, params[1])
-            return _vl_extractor(layout.header(p["value"]), length, self._errors)
+                return self._extract_next(stack, [extractor(layout.headers[h]) for h in stack.header_ids])
+            if p["type"] == "union_stack":
+                stack = layout.union_stack(p["value"][0])
+                member = p["value"][1]
+                ids = []
+                for uid in stack.union_ids:
+                    ids.append(layout.header(f"{layout.unions[uid].name}.{member}").id)
+                return self._extract_next(stack, [extractor(layout.headers[h]) for h in ids])
+            raise UnsupportedJsonError(f"{kind} of {p['type']!r}")
         if kind == "set":
             dst = params[0]
-            if dst.get("type") != "field":
-                raise UnsupportedJsonError(f"parser set of {dst.get('type')!r}")
-            if layout.field(*dst["value"]).varbit:
+            if dst.get("type") == "field" and layout.field(*dst["value"]).varbit:
                 assign_vl = assign_varbit(layout, dst, params[1])
 
                 def set_varbit(s: PacketState) -> None:
                     assign_vl(s)
 
                 return set_varbit
-            write = field_writer(layout.field(*dst["value"]))
+            write = compile_field_writer(layout, dst)
             src_spec = params[1]
             if src_spec.get("type") == "lookahead":
                 src = self._lookahead(*src_spec["value"])
@@ -261,6 +280,19 @@ class CompiledParser:
 
             return advance
         raise UnsupportedJsonError(f"parser op {kind!r}")
+
+    def _extract_next(self, stack: StackLayout, extractors: list[Op]) -> Op:
+        """Extract into a stack's next element (StackOutOfBounds when it is full)."""
+        nxt, oob = stack.next_index, self._stack_oob
+
+        def extract_next(s: PacketState) -> None:
+            n = s.stack_next[nxt]
+            if n >= len(extractors):
+                raise ParserError(oob)
+            extractors[n](s)
+            s.stack_next[nxt] = n + 1
+
+        return extract_next
 
     def _lookahead(self, offset: int, width: int) -> KeyFn:
         too_short = self._too_short
@@ -322,7 +354,8 @@ class CompiledParser:
                     continue
                 k = state.key(s)
                 for t in state.transitions:
-                    if (k if t.mask is None else k & t.mask) == t.value:
+                    masked = k if t.mask is None else k & t.mask
+                    if masked == t.value if t.value_set is None else masked in t.value_set:
                         state = t.target
                         break
                 else:

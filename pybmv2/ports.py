@@ -1,4 +1,11 @@
-"""Switch ports attached to Linux interfaces through AF_PACKET sockets."""
+"""Switch ports attached to Linux interfaces through AF_PACKET sockets.
+
+Linux takes the 802.1Q tag out of a received frame before a packet socket sees it and hands
+it over beside the frame (``PACKET_AUXDATA``), whether the NIC or the stack removed it. A
+port puts the tag back where it was, as libpcap does for BMv2, so that the switch sees the
+frame that was on the wire; frames it sends keep their tags (a packet socket sends the bytes
+as given).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +24,14 @@ SOL_PACKET = 263
 PACKET_ADD_MEMBERSHIP = 1
 PACKET_MR_PROMISC = 1
 PACKET_OUTGOING = 4
+PACKET_AUXDATA = 8
+#: tpacket_auxdata.tp_status bits: a VLAN tag was removed; its TPID is known
+TP_STATUS_VLAN_VALID = 0x10
+TP_STATUS_VLAN_TPID_VALID = 0x40
+ETH_P_8021Q = 0x8100
+#: struct tpacket_auxdata: status, len, snaplen, mac, net, vlan_tci, vlan_tpid
+_AUXDATA = struct.Struct("=IIIHHHH")
+_ANCILLARY_SPACE = socket.CMSG_SPACE(_AUXDATA.size)
 #: what a socket reports once when its interface goes down or is deleted
 _GONE = (errno.ENETDOWN, errno.ENODEV, errno.ENXIO)
 #: ignore frames our own socket sent (Linux >= 4.20)
@@ -44,6 +59,26 @@ def parse_port_spec(text: str) -> PortSpec:
     return PortSpec(number, iface)
 
 
+def restore_vlan_tag(frame: bytes, ancillary: list[tuple[int, int, bytes]]) -> bytes:
+    """``frame`` with the 802.1Q tag that the kernel reported in ``PACKET_AUXDATA`` put back
+    after the MAC addresses (the TPID is 0x8100 unless the kernel says otherwise).
+
+    >>> aux = _AUXDATA.pack(TP_STATUS_VLAN_VALID, 18, 18, 0, 0, 5, 0)
+    >>> restore_vlan_tag(bytes(12) + b"\\x08\\x00", [(SOL_PACKET, PACKET_AUXDATA, aux)])[12:].hex()
+    '810000050800'
+    """
+    for level, kind, data in ancillary:
+        if level != SOL_PACKET or kind != PACKET_AUXDATA or len(data) < _AUXDATA.size:
+            continue
+        status, _, _, _, _, tci, tpid = _AUXDATA.unpack_from(data)
+        if not status & TP_STATUS_VLAN_VALID or len(frame) < 12:
+            return frame
+        if not status & TP_STATUS_VLAN_TPID_VALID or not tpid:
+            tpid = ETH_P_8021Q
+        return frame[:12] + struct.pack("!HH", tpid, tci) + frame[12:]
+    return frame
+
+
 class Port:
     """A raw socket bound to one interface, in promiscuous mode."""
 
@@ -60,6 +95,7 @@ class Port:
             sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
             with contextlib.suppress(OSError):
                 sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+            sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
             sock.setblocking(False)
         except OSError as exc:
@@ -71,9 +107,10 @@ class Port:
         return self.sock.fileno()
 
     def receive(self) -> bytes | None:
-        """One received frame, or None when there is nothing (or only our own output)."""
+        """One received frame as it was on the wire (an 802.1Q tag the kernel took out is
+        put back), or None when there is nothing (or only our own output)."""
         try:
-            data, addr = self.sock.recvfrom(65535)
+            data, ancillary, _, addr = self.sock.recvmsg(65535, _ANCILLARY_SPACE)
         except BlockingIOError:
             return None
         except OSError as exc:  # the interface went down or away: its error, taken once
@@ -82,7 +119,7 @@ class Port:
             raise
         if addr[2] == PACKET_OUTGOING:
             return None
-        return data
+        return restore_vlan_tag(data, ancillary) if ancillary else data
 
     def send(self, frame: bytes) -> None:
         try:

@@ -16,12 +16,20 @@ from pybmv2.calculations import Calculation
 from pybmv2.errors import JsonFormatError, UnsupportedJsonError
 from pybmv2.expressions import (
     Eval,
-    compile_header_ref,
+    compile_field_writer,
     compile_operand,
-    field_writer,
+    compile_stack_ref,
 )
 from pybmv2.externs import CounterArray, MeterArray, RegisterArray
-from pybmv2.layout import HeaderLayout, PhvLayout
+from pybmv2.header_ops import (
+    add_header,
+    assign_header,
+    assign_header_stack,
+    assign_union,
+    remove_header,
+    stack_shift,
+)
+from pybmv2.layout import PhvLayout
 from pybmv2.state import PacketState
 
 __all__ = ["Action", "Externs", "Primitive", "assign_varbit", "compile_action", "compile_primitive"]
@@ -55,27 +63,12 @@ class Action:
 
 
 def _writer_for(ext: Externs, operand: dict[str, Any]) -> Callable[[PacketState, int], None]:
-    if operand.get("type") != "field":
-        raise UnsupportedJsonError(f"cannot assign to operand {operand}")
-    header, name = operand["value"]
-    if name == "$valid$":
-        hid = ext.layout.header(header).id
-
-        def set_valid(s: PacketState, v: int) -> None:
-            s.valid[hid] = bool(v)
-
-        return set_valid
-    return field_writer(ext.layout.field(header, name))
+    return compile_field_writer(ext.layout, operand)
 
 
-def _header_slots(ext: Externs) -> dict[int, tuple[int, int, HeaderLayout]]:
-    """header id -> (first slot, number of slots incl. a varbit's length slot, layout)."""
-    return {hl.id: (hl.first_index, hl.nslots, hl) for hl in ext.layout.headers}
-
-
-def _std_slot(ext: Externs, name: str) -> int | None:
-    if ext.layout.has_field("standard_metadata", name):
-        return ext.layout.field("standard_metadata", name).index
+def _std_slot(ext: Externs, name: str, header: str = "standard_metadata") -> int | None:
+    if ext.layout.has_field(header, name):
+        return ext.layout.field(header, name).index
     return None
 
 
@@ -99,58 +92,27 @@ def compile_primitive(ext: Externs, prim: dict[str, Any]) -> Primitive:
 
         return assign
     if op == "assign_header":
-        dst_ref = compile_header_ref(layout, params[0])
-        src_ref = compile_header_ref(layout, params[1])
-        slots = _header_slots(ext)
-
-        def assign_header(s: PacketState) -> None:
-            d, r = dst_ref(s), src_ref(s)
-            d0, n, _ = slots[d]
-            r0 = slots[r][0]
-            s.values[d0 : d0 + n] = s.values[r0 : r0 + n]
-            s.valid[d] = s.valid[r]
-
-        return assign_header
+        return assign_header(layout, params[0], params[1])
+    if op == "assign_union":
+        return assign_union(layout, params[0], params[1])
+    if op in ("assign_header_stack", "assign_union_stack"):
+        return assign_header_stack(layout, params[0], params[1])
     if op == "assign_VL":
         return assign_varbit(layout, params[0], params[1])
-    if op in ("add_header", "add_header_fast", "remove_header"):
-        ref = compile_header_ref(layout, params[0])
-        slots = _header_slots(ext)
-        if op == "remove_header":
-
-            def remove_header(s: PacketState) -> None:
-                h = ref(s)
-                if s.valid[h]:
-                    s.pkt_len -= slots[h][2].current_nbytes(s.values)
-                    s.valid[h] = False
-
-            return remove_header
-        count_length = op == "add_header"
-
-        def add_header(s: PacketState) -> None:
-            h = ref(s)
-            if not s.valid[h]:
-                first, _, hl = slots[h]
-                if count_length:
-                    # BMv2 zeroes the fields but keeps a varbit's length
-                    n = len(hl.fields)
-                    s.values[first : first + n] = [0] * n
-                    s.pkt_len += hl.current_nbytes(s.values)
-                s.valid[h] = True
-
-        return add_header
+    if op in ("add_header", "add_header_fast"):
+        return add_header(layout, params[0], count_length=op == "add_header")
+    if op == "remove_header":
+        return remove_header(layout, params[0])
     if op in ("push", "pop"):
-        stack = layout.stack(params[0]["value"])
-        count = operand(1)
-        ids = stack.header_ids
-        slots = _header_slots(ext)
-        sid = stack.id
-        return _stack_shift(ids, slots, sid, count, push=op == "push")
+        return stack_shift(layout, compile_stack_ref(layout, params[0]), operand(1), push=op == "push")
     if op in ("mark_to_drop", "drop"):
-        egress_spec = _std_slot(ext, "egress_spec")
-        mcast = _std_slot(ext, "mcast_grp")
+        # mark_to_drop(std) writes the header it is given: p4c passes a copy of
+        # standard_metadata when an action takes it as a parameter, and copies it back
+        std = params[0]["value"] if params and params[0].get("type") == "header" else "standard_metadata"
+        egress_spec = _std_slot(ext, "egress_spec", std)
+        mcast = _std_slot(ext, "mcast_grp", std)
         if egress_spec is None:
-            raise JsonFormatError("mark_to_drop: standard_metadata has no egress_spec")
+            raise JsonFormatError(f"mark_to_drop: header {std!r} has no egress_spec")
         drop_port = ext.drop_port
 
         def mark_to_drop(s: PacketState) -> None:
@@ -282,33 +244,6 @@ def assign_varbit(layout: PhvLayout, dst: dict[str, Any], src: dict[str, Any]) -
         s.values[d_len] = s.values[r_len]
 
     return assign_vl
-
-
-def _stack_shift(
-    ids: tuple[int, ...],
-    slots: dict[int, tuple[int, int, HeaderLayout]],
-    sid: int,
-    count: Eval,
-    *,
-    push: bool,
-) -> Primitive:
-    size = len(ids)
-
-    def shift(s: PacketState) -> None:
-        n = count(s)
-        order = range(size - 1, -1, -1) if push else range(size)
-        for i in order:
-            src = i - n if push else i + n
-            d0, nf, _ = slots[ids[i]]
-            if 0 <= src < size:
-                r0 = slots[ids[src]][0]
-                s.values[d0 : d0 + nf] = s.values[r0 : r0 + nf]
-                s.valid[ids[i]] = s.valid[ids[src]]
-            else:
-                s.valid[ids[i]] = False
-        s.stack_next[sid] = min(size, s.stack_next[sid] + n) if push else max(0, s.stack_next[sid] - n)
-
-    return shift
 
 
 def compile_action(ext: Externs, spec: dict[str, Any]) -> Action:

@@ -79,9 +79,13 @@ class Program:
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Program:
         arch = doc.get("program", "")
-        for key in ("parse_vsets", "extern_instances"):
-            if doc.get(key):
-                raise UnsupportedJsonError(f"{key} are not supported: {[x.get('name') for x in doc[key]]}")
+        if doc.get("extern_instances"):
+            names = [x.get("name") for x in doc["extern_instances"]]
+            raise UnsupportedJsonError(f"extern_instances are not supported: {names}")
+        # Parser value sets start empty; P4Runtime cannot fill them on BMv2 either (PI
+        # answers UNIMPLEMENTED to ValueSetEntry writes), so a transition on one never
+        # matches there. Members are ints of the transition key's width.
+        value_sets: dict[str, set[int]] = {v["name"]: set() for v in doc.get("parse_vsets", [])}
         layout = PhvLayout.from_json(doc)
         ext = Externs(layout=layout, drop_port=DROP_PORT)
         for c in doc.get("calculations", []):
@@ -97,7 +101,7 @@ class Program:
         parsers = doc.get("parsers", [])
         if len(parsers) != 1:
             raise UnsupportedJsonError(f"expected one parser, found {len(parsers)}")
-        parser = CompiledParser(ext, parsers[0], errors)
+        parser = CompiledParser(ext, parsers[0], errors, value_sets)
         direct = {c.binding: c for c in ext.counters.values() if c.is_direct and c.binding}
         meters = {m.binding: m for m in ext.meters.values() if m.is_direct and m.binding}
         pipelines = {p["name"]: p for p in doc.get("pipelines", [])}

@@ -66,8 +66,11 @@ class PacketState:
     def payload(self) -> bytes:
         return self.data[self.offset :]
 
-    def copy(self) -> PacketState:
-        twin = PacketState(list(self.values), list(self.valid), 0, self.data)
+    def copy(self, values: list[int] | None = None) -> PacketState:
+        """A copy of the packet; ``values`` is its field storage (by default a full copy;
+        the switch passes what its PHV pool gives, see :mod:`pybmv2.phv_pool`)."""
+        twin = PacketState(list(self.values) if values is None else values, list(self.valid), 0,
+                           self.data)
         twin.stack_next = list(self.stack_next)
         twin.offset = self.offset
         twin.error = self.error

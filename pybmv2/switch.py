@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pybmv2.errors import PacketError
+from pybmv2.phv_pool import PhvPool
 from pybmv2.pre import CloneSession, ReplicationEngine
 from pybmv2.program import DROP_PORT, Program
 from pybmv2.state import INSTANCE_TYPE, PacketState
@@ -138,9 +140,9 @@ class V1Switch:
             self._std = _StdSlots(program)
             self.pre.clear()
             self._metadata_slots = program.layout.metadata_slots()
-            self._zero_values = program.layout.initial_values()
+            self._pool = PhvPool(program.layout)
             self._zero_validity = program.layout.initial_validity()
-            self._nstacks = len(program.layout.stacks)
+            self._nstacks = program.layout.num_stacks
             program.ingress.set_trace(self._trace)
             program.egress.set_trace(self._trace)
 
@@ -169,7 +171,17 @@ class V1Switch:
     # -- ingress ---------------------------------------------------------------------------
 
     def _new_state(self, frame: bytes) -> PacketState:
-        return PacketState(self._zero_values[:], self._zero_validity[:], self._nstacks, frame)
+        """A packet with a PHV from the pool: no valid header, metadata zeroed, and the
+        fields of headers holding what an earlier packet left (BMv2's PHV reuse)."""
+        return PacketState(self._pool.take(), self._zero_validity[:], self._nstacks, frame)
+
+    def _clone(self, s: PacketState) -> PacketState:
+        """BMv2's clone_with_phv: valid headers and metadata copied into a pooled PHV."""
+        return s.copy(self._pool.take_copy(s.values, s.valid))
+
+    def _release(self, s: PacketState) -> None:
+        """The packet is gone (dropped, transmitted or replaced by its copies)."""
+        self._pool.give(s.values)
 
     def _reset_metadata(self, s: PacketState) -> None:
         values = s.values
@@ -205,13 +217,22 @@ class V1Switch:
             _set(s, std.ingress_port, port)
             _set(s, std.packet_length, len(frame))
             _set(s, std.ingress_global_timestamp, self.now_us())
-            for _ in range(MAX_PASSES):
+            return self._ingress_passes(s, port, jobs)
+
+    def _ingress_passes(self, s: PacketState, port: int, jobs: list[EgressJob]) -> list[EgressJob]:
+        for _ in range(MAX_PASSES):
+            try:
                 resubmitted = self._ingress_pass(s, port, jobs)
-                if resubmitted is None:
-                    return jobs
-                s = resubmitted
-            log.warning("packet resubmitted more than %d times: dropped", MAX_PASSES)
-            return jobs
+            except PacketError as exc:
+                log.error("%s: packet dropped in ingress (BMv2 aborts here)", exc)
+                self._release(s)
+                return jobs
+            if resubmitted is None:
+                return jobs
+            s = resubmitted
+        log.warning("packet resubmitted more than %d times: dropped", MAX_PASSES)
+        self._release(s)
+        return jobs
 
     def _ingress_pass(self, s: PacketState, port: int, jobs: list[EgressJob]) -> PacketState | None:
         prog = self.program
@@ -237,6 +258,7 @@ class V1Switch:
                 copy.pkt_len = ingress_size
                 copy.truncate_len = session.packet_length_bytes
                 self._replicate(copy, session.replicas, jobs, set_rid=len(session.replicas) > 1)
+                self._release(copy)
 
         if s.learn_id:
             self._learn(s)
@@ -248,16 +270,19 @@ class V1Switch:
             _set(again, std.instance_type, INSTANCE_TYPE["resubmit"])
             _set(again, std.packet_length, ingress_size)
             again.pkt_len = ingress_size
+            self._release(s)
             return again
 
         if mgid:
             _set(s, std.instance_type, INSTANCE_TYPE["replication"])
             replicas = self.pre.groups.get(mgid, ())
             self._replicate(s, replicas, jobs, set_rid=True)
+            self._release(s)
             return None
 
         if egress_spec == self.drop_port:
             self._log("Dropping packet at the end of ingress")
+            self._release(s)
             return None
         if self._trace is not None:
             self._trace(f"Egress port is {egress_spec}")
@@ -277,7 +302,7 @@ class V1Switch:
         std = self._std
         assert std is not None
         for rep in replicas:
-            copy = s.copy()
+            copy = self._clone(s)
             if set_rid:
                 _set(copy, std.egress_rid, rep.rid)
             jobs.append(EgressJob(rep.egress_port, copy))
@@ -301,11 +326,11 @@ class V1Switch:
             _set(job.state, std.enq_timestamp, job.enq_timestamp)
             _set(job.state, std.enq_qdepth, depth)
 
-    def egress(self, job: EgressJob, depth_after: int = 0) -> tuple[list[tuple[int, bytes]], list[EgressJob], list[tuple[int, bytes]]]:
+    def egress(self, job: EgressJob, depth_after: int = 0) -> tuple[list[tuple[int, bytes]], list[EgressJob], list[PacketState]]:
         """Run one packet through egress and the deparser.
 
-        Returns (frames to transmit, egress clones to enqueue, recirculated frames as
-        (port placeholder, bytes) to feed back to ingress).
+        Returns (frames to transmit, egress clones to enqueue, recirculated packets to feed
+        back to ingress with :meth:`recirculate`).
         """
         with self.lock:
             prog = self.program
@@ -313,37 +338,52 @@ class V1Switch:
             if prog is None or std is None:
                 return [], [], []
             s = job.state
-            now = self.now_us()
-            _set(s, std.egress_global_timestamp, now)
-            if std.queueing:
-                _set(s, std.deq_timedelta, now - job.enq_timestamp if job.enq_timestamp else 0)
-                _set(s, std.deq_qdepth, depth_after)
-            _set(s, std.egress_port, job.port)
-            _set(s, std.egress_spec, (self.drop_port + 1) & std.egress_spec_mask)
-            _set(s, std.packet_length, s.pkt_len)
-            prog.egress.apply(s)
-            clones: list[EgressJob] = []
-            if s.clone_session:
-                session, field_list = self._take_clone_request(s)
-                if session is not None:
-                    copy = s.copy()
-                    self._reset_metadata(copy)
-                    self._copy_field_list(copy, s, field_list)
-                    _set(copy, std.instance_type, INSTANCE_TYPE["egress_clone"])
-                    copy.truncate_len = session.packet_length_bytes
-                    tmp: list[EgressJob] = []
-                    self._replicate(copy, session.replicas, tmp, set_rid=len(session.replicas) > 1)
-                    clones.extend(tmp)
-            if _get(s, std.egress_spec) == self.drop_port:
-                self._log("Dropping packet at the end of egress")
-                return [], clones, []
-            frame = self.deparse(s)
-            if s.recirculate:
-                self._log("Recirculating packet")
-                return [], clones, [(s.recirculate, frame)]
-            if self._trace is not None:
-                self._trace(f"Transmitting packet of size {len(frame)} out of port {job.port}")
-            return [(job.port, frame)], clones, []
+            try:
+                return self._egress(prog, std, job, s, depth_after)
+            except PacketError as exc:
+                log.error("%s: packet dropped in egress (BMv2 aborts here)", exc)
+                self._release(s)
+                return [], [], []
+
+    def _egress(self, prog: Program, std: _StdSlots, job: EgressJob, s: PacketState,
+                depth_after: int) -> tuple[list[tuple[int, bytes]], list[EgressJob], list[PacketState]]:
+        now = self.now_us()
+        _set(s, std.egress_global_timestamp, now)
+        if std.queueing:
+            _set(s, std.deq_timedelta, now - job.enq_timestamp if job.enq_timestamp else 0)
+            _set(s, std.deq_qdepth, depth_after)
+        _set(s, std.egress_port, job.port)
+        _set(s, std.egress_spec, (self.drop_port + 1) & std.egress_spec_mask)
+        _set(s, std.packet_length, s.pkt_len)
+        prog.egress.apply(s)
+        clones: list[EgressJob] = []
+        if s.clone_session:
+            session, field_list = self._take_clone_request(s)
+            if session is not None:
+                copy = self._clone(s)
+                self._reset_metadata(copy)
+                self._copy_field_list(copy, s, field_list)
+                _set(copy, std.instance_type, INSTANCE_TYPE["egress_clone"])
+                copy.truncate_len = session.packet_length_bytes
+                self._replicate(copy, session.replicas, clones, set_rid=len(session.replicas) > 1)
+                self._release(copy)
+        if _get(s, std.egress_spec) == self.drop_port:
+            self._log("Dropping packet at the end of egress")
+            self._release(s)
+            return [], clones, []
+        frame = self.deparse(s)
+        if s.recirculate:
+            self._log("Recirculating packet")
+            again = self._new_state(frame)
+            self._copy_field_list(again, s, s.recirculate)
+            _set(again, std.instance_type, INSTANCE_TYPE["recirc"])
+            _set(again, std.packet_length, len(frame))
+            self._release(s)
+            return [], clones, [again]
+        if self._trace is not None:
+            self._trace(f"Transmitting packet of size {len(frame)} out of port {job.port}")
+        self._release(s)
+        return [(job.port, frame)], clones, []
 
     def deparse(self, s: PacketState) -> bytes:
         prog = self.program
@@ -357,24 +397,12 @@ class V1Switch:
             frame = frame[: s.truncate_len]
         return frame
 
-    def recirculate(self, field_list: int, frame: bytes, origin: PacketState | None = None) -> list[EgressJob]:
-        """Feed a deparsed frame back into ingress as simple_switch's recirculate does."""
+    def recirculate(self, s: PacketState) -> list[EgressJob]:
+        """Feed a recirculated packet (from :meth:`egress`) back into ingress."""
         with self.lock:
             std = self._std
             assert std is not None
-            s = self._new_state(frame)
-            if origin is not None:
-                self._copy_field_list(s, origin, field_list)
-            _set(s, std.instance_type, INSTANCE_TYPE["recirc"])
-            _set(s, std.packet_length, len(frame))
-            jobs: list[EgressJob] = []
-            nxt: PacketState | None = s
-            for _ in range(MAX_PASSES):
-                assert nxt is not None
-                nxt = self._ingress_pass(nxt, _get(nxt, std.ingress_port), jobs)
-                if nxt is None:
-                    break
-            return jobs
+            return self._ingress_passes(s, _get(s, std.ingress_port), [])
 
     # -- the whole path, synchronously -------------------------------------------------------
 
@@ -389,19 +417,14 @@ class V1Switch:
         passes = 0
         while pending:
             job = pending.pop(0)
-            frames, clones, recirc = self.egress_with_state(job)
+            frames, clones, recirc = self.egress(job, self.queue_depth(job.port))
             out.extend(frames)
             pending.extend(clones)
-            for field_list, rframe, origin in recirc:
+            for again in recirc:
                 passes += 1
                 if passes > MAX_PASSES:
                     log.warning("packet recirculated more than %d times: dropped", MAX_PASSES)
+                    self._release(again)
                     continue
-                pending.extend(self.recirculate(field_list, rframe, origin))
+                pending.extend(self.recirculate(again))
         return out
-
-    def egress_with_state(
-        self, job: EgressJob
-    ) -> tuple[list[tuple[int, bytes]], list[EgressJob], list[tuple[int, bytes, PacketState]]]:
-        frames, clones, recirc = self.egress(job, self.queue_depth(job.port))
-        return frames, clones, [(fl, fr, job.state) for fl, fr in recirc]

@@ -188,8 +188,9 @@ class MatchTable:
     def _store_key(self, key: tuple[Any, ...], priority: int) -> tuple[Any, ...]:
         return (key, priority) if self.requires_priority else (key, 0)
 
-    def validate_key(self, key: tuple[Any, ...], priority: int) -> None:
-        """Check arity, widths and canonical form the way PI does; raise InvalidEntryError."""
+    def validate_key(self, key: tuple[Any, ...], priority: int, *, canonical: bool = True) -> None:
+        """Check arity, widths and (unless not ``canonical``) that no value has bits outside
+        its mask or prefix, the way PI does; raise InvalidEntryError."""
         if len(key) != len(self.keys):
             raise InvalidEntryError(
                 f"table {self.name!r}: key has {len(key)} fields, expected {len(self.keys)}"
@@ -207,7 +208,7 @@ class MatchTable:
                         f"exceeds its {kf.width} bits"
                     )
                 values = (value,)
-                if value & ~(full ^ _full(kf.width - plen)) & full:
+                if canonical and value & ~(full ^ _full(kf.width - plen)) & full:
                     raise InvalidEntryError(
                         f"table {self.name!r}: {kf.name!r} value {value:#x} has bits set "
                         f"beyond its /{plen} prefix"
@@ -215,7 +216,7 @@ class MatchTable:
             elif kf.match_type in ("ternary", "optional"):
                 value, mask = part
                 values = (value, mask)
-                if value & ~mask:
+                if canonical and value & ~mask:
                     raise InvalidEntryError(
                         f"table {self.name!r}: {kf.name!r} value {value:#x} has bits set "
                         f"outside its mask {mask:#x}"
@@ -246,8 +247,13 @@ class MatchTable:
                 f"table {self.name!r}: action id {call.action_id} is not one of its actions"
             )
 
-    def insert(self, entry: TableEntry) -> TableEntry:
-        self.validate_key(entry.key, entry.priority)
+    def insert(self, entry: TableEntry, *, canonical: bool = True) -> TableEntry:
+        """Add an entry. Const entries from the JSON need not be ``canonical``: a ternary
+        or LPM value may have bits outside its mask or prefix, which BMv2 ignores (they are
+        cleared here); P4Runtime writes must be canonical, as PI requires."""
+        self.validate_key(entry.key, entry.priority, canonical=canonical)
+        if not canonical:
+            entry.key = tuple(_canonical(kf, part) for kf, part in zip(self.keys, entry.key, strict=True))
         self.validate_action(entry.action)
         sk = self._store_key(entry.key, entry.priority)
         if sk in self._by_key:
@@ -433,6 +439,17 @@ class MatchTable:
             if _matches(self.keys, entry.key, key):
                 return entry
         return None
+
+
+def _canonical(kf: KeyField, part: Any) -> Any:
+    """A key part with the bits outside its mask (ternary, optional) or prefix (lpm) cleared."""
+    if kf.match_type in ("ternary", "optional"):
+        value, mask = part
+        return (value & mask, mask)
+    if kf.match_type == "lpm":
+        value, plen = part
+        return (value & (_full(kf.width) ^ _full(kf.width - plen)), plen)
+    return part
 
 
 def _matches(fields: list[KeyField], spec: tuple[Any, ...], key: tuple[int, ...]) -> bool:

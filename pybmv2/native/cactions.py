@@ -125,9 +125,16 @@ def primitive(g: GenCtx, eg: ExprGen, prim: dict[str, Any]) -> list[str]:
     if op == "assign_VL":
         return assign_varbit(g, params[0], params[1])
     if op in ("mark_to_drop", "drop"):
-        egress_spec, mcast = g.std("egress_spec"), g.std("mcast_grp")
+        # it writes the header it is given: p4c passes a copy of standard_metadata to an
+        # action that takes it as a parameter, and copies it back (pybmv2.primitives)
+        std = params[0]["value"] if params and params[0].get("type") == "header" \
+            else "standard_metadata"
+        layout = g.layout
+        egress_spec = layout.field(std, "egress_spec") if layout.has_field(std, "egress_spec") \
+            else None
+        mcast = layout.field(std, "mcast_grp") if layout.has_field(std, "mcast_grp") else None
         if egress_spec is None:
-            raise NativeUnsupported("mark_to_drop without standard_metadata.egress_spec")
+            raise NativeUnsupported(f"mark_to_drop on header {std!r} without egress_spec")
         out = [store_raw(egress_spec, str(DROP_PORT))]
         return out + ([store_raw(mcast, "0")] if mcast is not None else [])
     if op == "exit":

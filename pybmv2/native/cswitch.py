@@ -3,7 +3,7 @@ metadata access, initial validity, metadata reset, field lists, digests and the 
 
 from __future__ import annotations
 
-from pybmv2.layout import HeaderLayout
+from pybmv2.layout import HeaderLayout, PhvLayout
 from pybmv2.native.cctx import STD_FIELDS, GenCtx
 from pybmv2.native.cphv import slot_type, varbit_start
 from pybmv2.native.errors import NativeUnsupported
@@ -34,11 +34,35 @@ def _std_accessors(g: GenCtx) -> list[str]:
     return lines
 
 
+def _pool_helpers(layout: PhvLayout) -> list[str]:
+    """BMv2's PHV reuse (pybmv2/phv_pool.py): what a copy takes from its original, and what
+    a PHV given back to the pool forgets (varbit values and lengths)."""
+    lines = ["static void gen_copy_live(phv_t *d, const pkt_t *s) {"]
+    for hl in layout.headers:
+        slots = [f.index for f in hl.fields] + (
+            [hl.length_index] if hl.length_index is not None else [])
+        copies = " ".join(f"d->f{i} = s->v.f{i};" for i in slots)
+        if not copies:
+            continue
+        lines.append(f"    {copies}" if hl.metadata else f"    if (s->valid[{hl.id}]) {{ {copies} }}")
+    lines += ["    (void)d; (void)s;", "}", "static void gen_pool_scrub(phv_t *v) {"]
+    for hl in layout.headers:
+        if hl.length_index is None:
+            continue
+        for f in hl.fields:
+            if f.varbit:
+                lines.append(f"    memset(&v->f{f.index}, 0, sizeof v->f{f.index});")
+        lines.append(f"    v->f{hl.length_index} = 0;")
+    lines += ["    (void)v;", "}"]
+    return lines
+
+
 def switch_helpers(g: GenCtx) -> str:
     layout = g.layout
     lines = _std_accessors(g)
     valid = ", ".join("1" if hl.metadata else "0" for hl in layout.headers) or "0"
     lines.append(f"static const u8 INIT_VALID[NX_NH] = {{{valid}}};")
+    lines += _pool_helpers(layout)
     lines.append("static void gen_reset_metadata(pkt_t *p) {")
     lines += [f"    p->v.f{i} = 0;" for i in layout.metadata_slots()]
     lines += ["    (void)p;", "}"]

@@ -10,6 +10,7 @@ JSON key in the same order, which :func:`bind` verifies field by field.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Container
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -38,6 +39,8 @@ __all__ = [
     "bind",
     "id_prefix",
 ]
+
+log = logging.getLogger(__name__)
 
 P4Ids = p4info_pb2.P4Ids
 MatchType = p4info_pb2.MatchField.MatchType
@@ -72,6 +75,8 @@ class MatchFieldInfo:
     bitwidth: int
     match_type: int  # p4info_pb2.MatchField.MatchType
     position: int
+    #: of a type with @p4runtime_translation: the P4Info width is the controller's
+    translated: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,8 @@ class ParamInfo:
     id: int
     name: str
     bitwidth: int
+    #: of a type with @p4runtime_translation: the P4Info width is the controller's
+    translated: bool = False
 
 
 @dataclass(frozen=True)
@@ -236,8 +243,11 @@ class P4InfoIndex:
     def __init__(self, p4info: p4info_pb2.P4Info) -> None:
         self.p4info = p4info
         self.actions: dict[int, ActionInfo] = {}
+        new_types = p4info.type_info.new_types
+        translated = {name for name, t in new_types.items() if t.HasField("translated_type")}
         for a in p4info.actions:
-            params = tuple(ParamInfo(p.id, p.name, p.bitwidth) for p in a.params)
+            params = tuple(ParamInfo(p.id, p.name, p.bitwidth, p.type_name.name in translated)
+                           for p in a.params)
             self.actions[a.preamble.id] = ActionInfo(a.preamble.id, a.preamble.name, params)
         self.tables: dict[int, TableInfo] = {}
         for t in p4info.tables:
@@ -287,7 +297,10 @@ class P4InfoIndex:
                     grpc.StatusCode.UNIMPLEMENTED,
                     f"table {t.preamble.name!r}: match field {mf.name!r} has an unsupported "
                     f"match kind {mf.other_match_type or mf.match_type!r}")
-            fields.append(MatchFieldInfo(mf.id, mf.name, mf.bitwidth, mf.match_type, pos))
+            new_type = self.p4info.type_info.new_types.get(mf.type_name.name)
+            translated = new_type is not None and new_type.HasField("translated_type")
+            fields.append(MatchFieldInfo(mf.id, mf.name, mf.bitwidth, mf.match_type, pos,
+                                         translated))
         direct_counter = next(
             (r for r in t.direct_resource_ids if id_prefix(r) == P4Ids.DIRECT_COUNTER), 0)
         direct_meter = next(
@@ -402,7 +415,10 @@ def _bind_table(index: P4InfoIndex, info: TableInfo, program: Program) -> TableB
                 f"{MatchType.Name(mf.match_type)} but the JSON key {kf.name!r} is "
                 f"{kf.match_type!r}")
         low_slice = kf.mask is not None and kf.mask == (1 << mf.bitwidth) - 1
-        if mf.bitwidth != kf.width and not (low_slice and mf.bitwidth < kf.width):
+        # a bitwidth of 0: p4c gives none for a key of type error, which BMv2 accepts; a
+        # translated type (@p4runtime_translation) has the controller's width: BMv2 loads it
+        if mf.bitwidth and not mf.translated and mf.bitwidth != kf.width and \
+                not (low_slice and mf.bitwidth < kf.width):
             raise P4InfoMismatchError(
                 f"table {info.name!r}, match field {mf.name!r}: {mf.bitwidth} bits in the "
                 f"P4Info but the JSON key {kf.name!r} is {kf.width} bits")
@@ -424,7 +440,7 @@ def _bind_table(index: P4InfoIndex, info: TableInfo, program: Program) -> TableB
                 f"action {action.name!r} has {len(action.params)} parameters in the "
                 f"P4Info but {len(params)} in the BMv2 JSON")
         for p, (jname, jwidth) in zip(action.params, params, strict=True):
-            if p.bitwidth != jwidth:
+            if p.bitwidth != jwidth and not p.translated:
                 raise P4InfoMismatchError(
                     f"action {action.name!r}, parameter {p.name!r}: {p.bitwidth} bits in "
                     f"the P4Info but {jname!r} is {jwidth} bits in the BMv2 JSON")
@@ -444,8 +460,18 @@ def _bind_table(index: P4InfoIndex, info: TableInfo, program: Program) -> TableB
 
 
 def bind(index: P4InfoIndex, program: Program) -> PipelineBinding:
-    """Pair the P4Info objects with the program's; raise P4InfoMismatchError on a mismatch."""
-    tables = {tid: _bind_table(index, info, program) for tid, info in index.tables.items()}
+    """Pair the P4Info objects with the program's; raise P4InfoMismatchError on a mismatch.
+
+    A P4Info table with no JSON table of its name is left unbound, as BMv2 loads such a
+    pair: p4c drops a table that is never applied (e.g. behind a constant condition) from
+    the JSON but not from the P4Info. Operations on it fail (see Pipeline.table).
+    """
+    tables = {tid: _bind_table(index, info, program) for tid, info in index.tables.items()
+              if info.name in program.tables}
+    for info in index.tables.values():
+        if info.name not in program.tables:
+            log.warning("P4Info table %r is not in the BMv2 JSON (p4c leaves out tables that "
+                        "are never applied): P4Runtime access to it will fail", info.name)
     counters: dict[int, str] = {}
     json_counters = program.externs.counters
     for cid, c in index.counters.items():

@@ -81,7 +81,11 @@ class Pipeline:
         """The binding and target table of a P4Info table id (INVALID_ARGUMENT if none)."""
         if not self.index.is_valid_id(table_id, _TABLE):
             raise invalid_id()
-        tb = self.binding.tables[table_id]
+        tb = self.binding.tables.get(table_id)
+        if tb is None:  # BMv2 answers UNKNOWN ("Error when ... from target")
+            raise P4RuntimeError(grpc.StatusCode.UNKNOWN,
+                                 f"table {self.index.tables[table_id].name!r} is in the P4Info "
+                                 "but not in the BMv2 JSON: the target has no such table")
         return tb, self.tables[tb.target_name]
 
     def to_config(self) -> p4runtime_pb2.ForwardingPipelineConfig:

@@ -82,6 +82,11 @@ class Program:
     home: int = 1
     #: the compiled program, when the case's name is not the program's
     artifact: str = ""
+    #: packets whose outputs show fields an earlier packet left in BMv2's pooled PHVs: on
+    #: BMv2 they hold only when the earlier packet's PHV went back to the pool before this
+    #: packet arrived, which a loaded machine does not guarantee; the Python target's pool
+    #: is deterministic, so only the Python target is held to them
+    phv_reuse: tuple[str, ...] = ()
 
     @property
     def program(self) -> str:

@@ -223,11 +223,11 @@ def test_pipeline_config_actions(primary: StreamClient,
     assert exc.value.details() == "Error when reconciling config"
     bad = p4info_pb2.P4Info()
     bad.CopyFrom(p4info)
-    bad.tables[0].preamble.name = "RailIngress.no_such_table"
+    bad.tables[0].match_fields[0].bitwidth = 7
     with pytest.raises(grpc.RpcError) as exc:
         primary.set_pipeline(_config(bad, json_bytes), SetAction.VERIFY)
     assert _rpc_code(exc) == grpc.StatusCode.INVALID_ARGUMENT
-    assert "no_such_table" in exc.value.details()
+    assert "7 bits in the P4Info" in exc.value.details()
     primary.set_pipeline(_config(p4info, json_bytes, cookie=9), SetAction.VERIFY_AND_SAVE)
     primary.set_pipeline(p4runtime_pb2.ForwardingPipelineConfig(), SetAction.COMMIT)
     again = primary.stub.GetForwardingPipelineConfig(

@@ -541,10 +541,33 @@ def _action(info: p4info_pb2.P4Info, name: str) -> p4info_pb2.Action:
     return next(a for a in info.actions if a.preamble.name == name)
 
 
+def test_a_p4info_table_missing_from_the_json_is_left_unbound(
+        rail: tuple[p4info_pb2.P4Info, Program]) -> None:
+    # BMv2 loads such a pair (p4c drops never-applied tables from the JSON only)
+    p4info, program = rail
+    renamed = _mutated(p4info, lambda i: setattr(i.tables[1].preamble, "name", "RailIngress.gone"))
+    binding = bind(P4InfoIndex(renamed), program)
+    assert renamed.tables[1].preamble.id not in binding.tables
+    assert renamed.tables[0].preamble.id in binding.tables
+
+
+def test_translated_types_keep_the_controller_width(rail: tuple[p4info_pb2.P4Info, Program]) -> None:
+    # @p4runtime_translation: the P4Info has the controller's width; BMv2 loads the pair
+    p4info, program = rail
+
+    def translate(i: p4info_pb2.P4Info) -> None:
+        i.type_info.new_types["PortId_t"].translated_type.uri = "p4.org/psa/v1/PortId_t"
+        i.tables[0].match_fields[0].bitwidth = 32
+        i.tables[0].match_fields[0].type_name.name = "PortId_t"
+        param = _action(i, "RailIngress.set_nexthop").params[0]
+        param.bitwidth, param.type_name.name = 32, "PortId_t"
+
+    bind(P4InfoIndex(_mutated(p4info, translate)), program)
+
+
 @pytest.mark.parametrize(("mutate", "fragment"), [
     (lambda i: setattr(i.tables[0].match_fields[0], "bitwidth", 16), "16 bits in the P4Info"),
     (lambda i: setattr(i.tables[0].match_fields[0], "match_type", MT.TERNARY), "match type"),
-    (lambda i: setattr(i.tables[1].preamble, "name", "RailIngress.gone"), "RailIngress.gone"),
     (lambda i: setattr(_action(i, "RailIngress.set_nexthop").params[0], "bitwidth", 10), "parameter 'port'"),
     (lambda i: setattr(i.counters[0], "size", 10), "10 cells"),
     (lambda i: setattr(i.counters[0].preamble, "name", "RailIngress.nope"), "RailIngress.nope"),

@@ -121,3 +121,15 @@ def test_delete_then_lookup_misses() -> None:
     t.delete(((0x0A000000, 8),))
     assert t.lookup(packet(a=0x0A000001)) is None
     assert len(t) == 0
+
+
+def test_const_entries_from_the_json_may_have_bits_outside_mask_or_prefix() -> None:
+    # p4c writes `0x1111 &&& 0xF` as written; BMv2 matches it as 0x1 &&& 0xF
+    t = table(("b", "ternary"))
+    with pytest.raises(InvalidEntryError, match="outside its mask"):
+        t.insert(TableEntry(((0x1111, 0xF),), ActionCall(1, (1,)), priority=1))
+    t.insert(TableEntry(((0x1111, 0xF),), ActionCall(1, (1,)), priority=1), canonical=False)
+    assert t.lookup(packet(b=0x0001)).action.args == (1,)
+    lpm = table(("a", "lpm"))
+    lpm.insert(TableEntry(((0x1FFFFFFF, 4),), ActionCall(1, (2,))), canonical=False)
+    assert lpm.lookup(packet(a=0x10000000)).action.args == (2,)

@@ -59,6 +59,7 @@ NX_EXPORT void nx_destroy(void *h) {
     free(cx->ooff);
     free(cx->olen);
     free(cx->dig.p);
+    free(cx->pool);
     pthread_mutex_destroy(&cx->mu);
     free(cx);
 }

@@ -160,7 +160,7 @@ static void io_ingress(ctx_t *cx, u64 port, const u8 *frame, u32 len) {
     cx->qhead = cx->qtail = 0;
     cx->now_us = io_now_us(cx->io);
     pkt_t *s = &cx->tmp[0];
-    new_state(s, frame, len);
+    new_state(cx, s, frame, len);
     std_set_ingress_port(s, port);
     std_set_packet_length(s, len);
     std_set_ingress_global_timestamp(s, cx->now_us);

@@ -42,6 +42,9 @@ typedef struct ctx {
     nx_buf_t out;
     u64 *oport;
     u32 *ooff, *olen, nout, ocap;
+    /* PHVs given back by finished packets, taken by new ones last-in first-out */
+    phv_t *pool;
+    u32 npool, pcap;
     /* digests of the batch: u64 records [learn id, n, (low, high) x n] */
     nx_buf_t dig;
     u32 ndig;

@@ -10,8 +10,25 @@
 #define INSTANCE_REPLICATION 5
 #define INSTANCE_RESUBMIT 6
 
-static void new_state(pkt_t *s, const u8 *data, u32 len) {
-    memset(&s->v, 0, sizeof s->v);
+/* BMv2's PHV pool (pybmv2/phv_pool.py): a packet takes the storage the last finished packet
+ * gave back, so the fields of headers it does not have hold what that packet left there
+ * (P4 leaves them unspecified; the target promises BMv2's values). Metadata is zeroed. */
+static void pool_take(ctx_t *cx, phv_t *v) {
+    if (cx->npool) *v = cx->pool[--cx->npool];
+    else memset(v, 0, sizeof *v);
+}
+
+/* a packet is done with its PHV (dropped, transmitted or replaced by its copies) */
+static void pool_give(ctx_t *cx, const phv_t *v) {
+    if (grow((void **)&cx->pool, &cx->pcap, cx->npool + 1, sizeof(phv_t))) return;
+    cx->pool[cx->npool] = *v;
+    gen_pool_scrub(&cx->pool[cx->npool]);
+    cx->npool++;
+}
+
+static void new_state(ctx_t *cx, pkt_t *s, const u8 *data, u32 len) {
+    pool_take(cx, &s->v);
+    gen_reset_metadata(s);
     memcpy(s->valid, INIT_VALID, sizeof s->valid);
     memset(s->sn, 0, sizeof s->sn);
     s->data = data;
@@ -24,9 +41,14 @@ static void new_state(pkt_t *s, const u8 *data, u32 len) {
     s->port = 0;
 }
 
-/* PacketState.copy: the PHV, cursor, errors and lengths; no pending requests */
-static void copy_state(pkt_t *d, const pkt_t *s) {
+/* BMv2's clone_with_phv (V1Switch._clone): a pooled PHV with the metadata and the valid
+ * headers' fields copied; the cursor, errors and lengths; no pending requests */
+static void copy_state(ctx_t *cx, pkt_t *d, const pkt_t *s) {
+    phv_t v;
+    pool_take(cx, &v);
+    gen_copy_live(&v, s);
     *d = *s;
+    d->v = v;
     d->exit_ = 0;
     d->clone_session = d->clone_fl = d->resubmit = d->recirc = d->learn_id = 0;
     d->port = 0;
@@ -69,7 +91,7 @@ static void do_parse(ctx_t *cx, pkt_t *s) {
 static void replicate(ctx_t *cx, const pkt_t *s, const rlist_t *l, int set_rid) {
     for (u32 i = 0; l && i < l->n; i++) {
         pkt_t *c = push_job(cx);
-        copy_state(c, s);
+        copy_state(cx, c, s);
         if (set_rid) std_set_egress_rid(c, l->r[i].rid);
         c->port = l->r[i].port;
     }
@@ -91,7 +113,7 @@ static pkt_t *ingress_pass(ctx_t *cx, pkt_t *s, u64 port, pkt_t *next) {
         const rlist_t *sess = cx->ss[sid];
         if (sess) {
             pkt_t *c = next;
-            new_state(c, frame, flen);
+            new_state(cx, c, frame, flen);
             std_set_ingress_port(c, port);
             do_parse(cx, c);
             gen_reset_metadata(c);
@@ -100,6 +122,7 @@ static pkt_t *ingress_pass(ctx_t *cx, pkt_t *s, u64 port, pkt_t *next) {
             c->pkt_len = ingress_size;
             c->truncate_len = sess->trunc;
             replicate(cx, c, sess, sess->n > 1);
+            pool_give(cx, &c->v);
         }
     }
     if (s->learn_id) {
@@ -107,19 +130,24 @@ static pkt_t *ingress_pass(ctx_t *cx, pkt_t *s, u64 port, pkt_t *next) {
         s->learn_id = 0;
     }
     if (s->resubmit) {
-        new_state(next, frame, flen);
+        new_state(cx, next, frame, flen);
         gen_copy_field_list(next, s, s->resubmit);
         std_set_instance_type(next, INSTANCE_RESUBMIT);
         std_set_packet_length(next, (u64)ingress_size);
         next->pkt_len = ingress_size;
+        pool_give(cx, &s->v);
         return next;
     }
     if (mgid) {
         std_set_instance_type(s, INSTANCE_REPLICATION);
         replicate(cx, s, mgid < NX_MGIDS ? cx->mg[mgid] : NULL, 1);
+        pool_give(cx, &s->v);
         return NULL;
     }
-    if (egress_spec == DROP_PORT) return NULL;
+    if (egress_spec == DROP_PORT) {
+        pool_give(cx, &s->v);
+        return NULL;
+    }
     std_set_instance_type(s, INSTANCE_NORMAL);
     pkt_t *j = push_job(cx);
     *j = *s;
@@ -136,6 +164,7 @@ static void ingress_passes(ctx_t *cx, int k, i64 port) {
         k ^= 1;
         s = ingress_pass(cx, s, p, &cx->tmp[k]);
     }
+    if (s) pool_give(cx, &s->v); /* resubmitted more than MAX_PASSES times: dropped */
 }
 
 static u8 *out_begin(ctx_t *cx, size_t bound) {
@@ -193,36 +222,45 @@ static void egress(ctx_t *cx, pkt_t *s, int *passes) {
         const rlist_t *sess = cx->ss[sid];
         if (sess) {
             pkt_t *c = &cx->tmp[1];
-            copy_state(c, s);
+            copy_state(cx, c, s);
             gen_reset_metadata(c);
             gen_copy_field_list(c, s, fl);
             std_set_instance_type(c, INSTANCE_EGRESS_CLONE);
             c->truncate_len = sess->trunc;
             replicate(cx, c, sess, sess->n > 1);
+            pool_give(cx, &c->v);
         }
     }
-    if (std_get_egress_spec(s) == DROP_PORT) return;
+    if (std_get_egress_spec(s) == DROP_PORT) {
+        pool_give(cx, &s->v);
+        return;
+    }
     size_t bound = (size_t)HDR_MAX_BYTES + (s->len - s->offset);
     if (s->recirc) {
         u8 *f = arena_alloc(cx, bound);
         u32 n = deparse(cx, s, f);
-        if (++*passes > MAX_PASSES) return;
         pkt_t *r = &cx->tmp[0];
-        new_state(r, f, n);
+        new_state(cx, r, f, n);
         gen_copy_field_list(r, s, s->recirc);
         std_set_instance_type(r, INSTANCE_RECIRC);
         std_set_packet_length(r, n);
+        pool_give(cx, &s->v);
+        if (++*passes > MAX_PASSES) {
+            pool_give(cx, &r->v);
+            return;
+        }
         ingress_passes(cx, 0, -1);
         return;
     }
     u8 *o = out_begin(cx, bound);
     out_commit(cx, s->port, deparse(cx, s, o));
+    pool_give(cx, &s->v);
 }
 
 static void process_one(ctx_t *cx, u64 port, const u8 *frame, u32 len) {
     cx->qhead = cx->qtail = 0;
     pkt_t *s = &cx->tmp[0];
-    new_state(s, frame, len);
+    new_state(cx, s, frame, len);
     std_set_ingress_port(s, port);
     std_set_packet_length(s, len);
     std_set_ingress_global_timestamp(s, cx->now_us);
