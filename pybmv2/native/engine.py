@@ -139,7 +139,8 @@ class NativeEngine:
     >>> from pybmv2.pre import ReplicationEngine
     >>> program = Program.from_file(pipeline_files("rail_switch").json)
     >>> engine = NativeEngine(program)
-    >>> EngineMirror(engine, program, ReplicationEngine()).push()
+    >>> EngineMirror(engine, program, ReplicationEngine()).push()   # engine calls made
+    16
     >>> engine.process([(1, bytes(14))])   # not IPv4: dropped
     []
     >>> engine.close()
