@@ -7,8 +7,9 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from fabric_process import wait_until_published
 
 from controller.cli import main
 from controller.cli.switch_args import current_fabric_path
@@ -26,11 +27,7 @@ def test_fabric_commands_take_the_running_fabrics_addresses(target_name: str, tm
         [sys.executable, "-m", "controller.cli.main", "fabric", "up", TOPO, "--target", target_name, "--for", "300"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while not published.exists():
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            assert time.monotonic() < deadline, "the fabric did not come up"
-            time.sleep(0.1)
+        wait_until_published(proc, published, timeout=60)
         assert main(["rules", "diff", TOPO, "--json"]) == 0
         rows = json.loads(capsys.readouterr().out)
         assert [(r["status"], r["diff"]) for r in rows] == [("ok", "0 missing, 0 changed, 0 extra")] * 4

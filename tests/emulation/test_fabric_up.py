@@ -6,8 +6,9 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from fabric_process import wait_until_published
 
 from controller.cli import main
 from controller.cli.switch_args import current_fabric_path
@@ -24,11 +25,7 @@ def test_fabric_up_serves_the_cli_then_tears_down(target_name: str, capsys, tmp_
          "--target", target_name, "--for", "120", "--run-dir", str(tmp_path / "run")],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 30
-        while not published.exists():
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            assert time.monotonic() < deadline, "the fabric did not come up"
-            time.sleep(0.1)
+        wait_until_published(proc, published, timeout=30)
         assert main(["fabric", "status", "--json"]) == 0
         status = json.loads(capsys.readouterr().out)
         assert [s["reachable"] for s in status["switches"]] == [True] * 4
@@ -54,11 +51,7 @@ def test_a_closed_terminal_tears_the_fabric_down(target_name: str, tmp_path: Pat
          "--target", target_name, "--for", "120", "--run-dir", str(tmp_path / "run")],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 30
-        while not published.exists():
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            assert time.monotonic() < deadline, "the fabric did not come up"
-            time.sleep(0.1)
+        wait_until_published(proc, published, timeout=30)
     finally:
         proc.send_signal(signal.SIGHUP)
         out, _ = proc.communicate(timeout=30)

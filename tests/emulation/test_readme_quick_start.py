@@ -9,10 +9,10 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from fabric_process import wait_until_published
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,11 +41,7 @@ def test_every_quick_start_command_works_as_printed(target_name: str, tmp_path) 
     fabric = subprocess.Popen(["bash", "-c", f"{up[0]} && exec {up[1]}"], cwd=REPO, env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "current-fabric.yaml").exists():
-            assert fabric.poll() is None, fabric.stdout.read() if fabric.stdout else ""
-            assert time.monotonic() < deadline, "the fabric did not come up"
-            time.sleep(0.2)
+        wait_until_published(fabric, tmp_path / "current-fabric.yaml", timeout=60)
         outputs = {}
         for command in use[1:]:
             done = subprocess.run(["bash", "-c", f"{use[0]} && {command}"], cwd=REPO, env=env,

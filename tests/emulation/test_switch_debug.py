@@ -9,12 +9,12 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from fabric_process import wait_until_published
 from scapy.all import ICMP, IP, rdpcap
 
 from controller.bmv2_thrift import thrift_support
@@ -42,11 +42,7 @@ def fabric_up(tmp_path: Path, target: str, *options: str) -> Iterator[tuple[subp
                              "--run-dir", str(run_dir), "--for", "300", *options],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while not published.exists():
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            assert time.monotonic() < deadline, "the fabric did not come up"
-            time.sleep(0.1)
+        wait_until_published(proc, published, timeout=60)
         yield proc, run_dir
     finally:
         proc.send_signal(signal.SIGTERM)
