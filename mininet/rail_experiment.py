@@ -22,10 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from cpu_sampler import fabric_cpu_sampler
 from fabric_net import EmulatedFabric, check_free
+from switch_engines import engines_text, fabric_engines
 
 from controller.cli.output import format_table
 from controller.errors import EmulationError, MlfabricError
+from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
 from controller.experiments.options import add_common_options, experiment_parser
 from controller.experiments.rail_only import (
     FABRICS,
@@ -167,6 +170,10 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
         meter = UplinkMeter(fab.live) if fabric == "fat-tree" and fab.live is not None else None
+        names = [s.name for s in topo.switches]
+        info["engines"] = fabric_engines(cfg.target, fab.log_dir, names)
+        _say(f"{fabric}: switches run the {engines_text(info['engines'])}")
+        cpu = fabric_cpu_sampler(fab, names)
         with contextlib.ExitStack() as stack, WorkerGroup(popen, config_path, ranks, python=sys.executable) as group:
             if meter is not None:
                 stack.callback(meter.close)
@@ -179,15 +186,17 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
                 for cmd in _commands(cfg, fabric, it):
                     t0 = time.monotonic()
                     before = meter.read() if meter and "failed_switch" not in info else None
-                    results = group.run(cmd, timeout=cfg.timeout_s)
-                    row = _row(fabric, cmd, results)
+                    with cpu.measure() as used:
+                        results = group.run(cmd, timeout=cfg.timeout_s)
+                    row = {**_row(fabric, cmd, results), **cpu_row(used[0])}
                     if before is not None and meter is not None:
                         row["uplink_imbalance"] = meter.imbalance(before, meter.read())
                     rows.append(row)
                     status = f"{row['seconds']:.3f} s" if row["ok"] else f"FAILED ({row['error']})"
                     if row.get("uplink_imbalance"):
                         status += f"  (busiest spine uplink {row['uplink_imbalance']:.2f}x its fair share)"
-                    _say(f"{fabric}: iter {it} {cmd['op']:<15} {status}  [{time.monotonic() - t0:.1f} s wall]")
+                    _say(f"{fabric}: iter {it} {cmd['op']:<15} {status}  [{time.monotonic() - t0:.1f} s wall; "
+                         f"{used[0].text()}]")
     info["teardown_s"] = round(fab.timings.teardown_s, 2)
     return info
 
@@ -228,6 +237,11 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
     if "alltoall_ratio" in ratios:
         lines.append(f"all-to-all rail-only (hierarchical) / fat-tree (direct): {spread_text(spreads['alltoall'])} "
                      "(paper: 1.08-1.11 with NVLink >> NIC)")
+    cpu = {f: cpu_summary(r for r in rows if r["fabric"] == f) for f in topos}
+    for f in topos:
+        engines = infos.get(f, {}).get("engines") if isinstance(infos.get(f), dict) else None
+        on = f" ({engines_text(engines)})" if engines else ""
+        lines.append(f"switch CPU, {f}{on}: {cpu_verdict(cpu[f])}")
     for name, sp in spreads.items():
         if sp["n"] and verdict(sp) == "spread too large to tell":
             lines.append(f"warning: the {name} ratio's spread is too large to support a conclusion; "
@@ -236,7 +250,7 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
     text = "\n".join(lines)
     (out / "table.txt").write_text(text + "\n")
     write_json(out / "summary.json", {"config": cfg.__repr__(), "fabrics": bills, "collectives": summary,
-                                      "ratios": ratios, "model_s": model, "runs": infos})
+                                      "ratios": ratios, "model_s": model, "runs": infos, "cpu": cpu})
     return text
 
 

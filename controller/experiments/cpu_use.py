@@ -1,0 +1,138 @@
+"""CPU use over an interval, from two samples: each switch's share of one core and how busy
+the whole machine was. Pure: :mod:`mininet.cpu_sampler` reads the samples from ``/proc``.
+
+An emulation's figures are the network's only while neither the switches nor the machine
+run out of CPU; an experiment prints these shares beside every collective so a run shows
+which it was.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["BUSY", "CpuSample", "CpuUse", "cpu_row", "cpu_summary", "cpu_use", "cpu_verdict"]
+
+#: a share of one core (a switch) or of all cores (the machine) above which an interval's
+#: figures are bound by CPU rather than by the emulated links
+BUSY = 0.85
+
+
+@dataclass(frozen=True, slots=True)
+class CpuSample:
+    """CPU seconds used so far: per switch process (user + system, all its threads), and by
+    the whole machine (busy and total, summed over its cores); ``wall_s`` is a monotonic time."""
+
+    wall_s: float
+    switch_s: Mapping[str, float]
+    machine_busy_s: float
+    machine_total_s: float
+    cores: int
+
+
+@dataclass(frozen=True, slots=True)
+class CpuUse:
+    """Over an interval: each switch's share of one core, and the machine's share of all cores."""
+
+    switches: Mapping[str, float]
+    machine: float
+    cores: int
+
+    @property
+    def busiest(self) -> tuple[str, float] | None:
+        """The switch that used the most CPU and its share of one core (None: no switch)."""
+        if not self.switches:
+            return None
+        name = max(self.switches, key=lambda n: (self.switches[n], n))
+        return name, self.switches[name]
+
+    @property
+    def total(self) -> float:
+        """All the switches together, in cores."""
+        return sum(self.switches.values())
+
+    def text(self) -> str:
+        """One line, e.g. ``switches 0.80 cores (busiest rail0 23% of one), machine 61% of 2 cores``."""
+        top = self.busiest
+        switch = (f"switches {self.total:.2f} cores (busiest {top[0]} {top[1]:.0%} of one)" if top
+                  else "no switch measured")
+        return f"{switch}, machine {self.machine:.0%} of {self.cores} cores"
+
+
+def cpu_use(before: CpuSample, after: CpuSample) -> CpuUse:
+    """The CPU use between two samples; a switch missing from either (stopped) is left out.
+
+    >>> a = CpuSample(10.0, {"s0": 1.0, "s1": 2.0}, 5.0, 20.0, 2)
+    >>> b = CpuSample(12.0, {"s0": 1.5, "s1": 2.2}, 7.0, 24.0, 2)
+    >>> use = cpu_use(a, b)
+    >>> {k: round(v, 2) for k, v in use.switches.items()}, use.machine, use.busiest[0]
+    ({'s0': 0.25, 's1': 0.1}, 0.5, 's0')
+    >>> use.text()
+    'switches 0.35 cores (busiest s0 25% of one), machine 50% of 2 cores'
+    """
+    wall = after.wall_s - before.wall_s
+    shares = ({name: max(0.0, (after.switch_s[name] - t0) / wall)
+               for name, t0 in before.switch_s.items() if name in after.switch_s} if wall > 0 else {})
+    total = after.machine_total_s - before.machine_total_s
+    machine = (after.machine_busy_s - before.machine_busy_s) / total if total > 0 else 0.0
+    return CpuUse(shares, min(1.0, max(0.0, machine)), after.cores)
+
+
+def cpu_row(use: CpuUse) -> dict[str, Any]:
+    """The columns an experiment adds to a row measured over ``use``'s interval.
+
+    >>> cpu_row(CpuUse({"a": 0.25, "b": 0.5}, 0.6, 2))
+    {'switch_cpu': 0.5, 'busiest_switch': 'b', 'switches_cores': 0.75, 'machine_cpu': 0.6}
+    """
+    top = use.busiest
+    return {"switch_cpu": round(top[1], 4) if top else None, "busiest_switch": top[0] if top else "",
+            "switches_cores": round(use.total, 4) if top else None, "machine_cpu": round(use.machine, 4)}
+
+
+def cpu_summary(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Over rows with :func:`cpu_row`'s columns: the median and the highest busiest-switch
+    share, and the same for the machine (no measured row gives an empty dict).
+
+    >>> cpu_summary([cpu_row(CpuUse({"a": 0.2}, 0.5, 2)), cpu_row(CpuUse({"a": 0.4, "b": 0.1}, 0.7, 2))])
+    {'switch_median': 0.3, 'switch_max': 0.4, 'switches_cores_max': 0.5, 'machine_median': 0.6, 'machine_max': 0.7}
+    """
+    rows = list(rows)
+    tops = [float(r["switch_cpu"]) for r in rows if r.get("switch_cpu") not in (None, "")]
+    machine = [float(r["machine_cpu"]) for r in rows if r.get("machine_cpu") not in (None, "")]
+    together = [float(r["switches_cores"]) for r in rows if r.get("switches_cores") not in (None, "")]
+    out: dict[str, float] = {}
+    if tops:
+        out.update(switch_median=round(statistics.median(tops), 4), switch_max=round(max(tops), 4))
+    if together:
+        out.update(switches_cores_max=round(max(together), 4))
+    if machine:
+        out.update(machine_median=round(statistics.median(machine), 4), machine_max=round(max(machine), 4))
+    return out
+
+
+def cpu_verdict(summary: Mapping[str, float], *, busy: float = BUSY) -> str:
+    """What the shares say about a run's figures, in one sentence.
+
+    >>> cpu_verdict({"switch_median": 0.2, "switch_max": 0.3, "machine_median": 0.5, "machine_max": 0.6})
+    'not switch-bound: the busiest switch used at most 30% of a core (median 20%); the machine at most 60% of its cores'
+    >>> cpu_verdict({"switch_median": 0.2, "switch_max": 0.3, "switches_cores_max": 1.2, "machine_median": 0.5, "machine_max": 0.9})
+    'not switch-bound: the busiest switch used at most 30% of a core (median 20%), all switches together at most 1.20 cores; the machine at most 90% of its cores (at times CPU-bound: host TCP stacks, veths and switches share these cores)'
+    >>> cpu_verdict({"switch_median": 0.9, "switch_max": 0.95, "machine_median": 0.5, "machine_max": 0.6})[:13]
+    'SWITCH-BOUND:'
+    """
+    if not summary:
+        return "CPU use was not measured"
+    machine = (f"the machine at most {summary['machine_max']:.0%} of its cores"
+               + (" (at times CPU-bound: host TCP stacks, veths and switches share these cores)"
+                  if summary["machine_max"] >= busy else ""))
+    if "switch_max" not in summary:
+        return f"no switch measured; {machine}"
+    switches = (f"the busiest switch used at most {summary['switch_max']:.0%} of a core "
+                f"(median {summary['switch_median']:.0%})")
+    if "switches_cores_max" in summary:
+        switches += f", all switches together at most {summary['switches_cores_max']:.2f} cores"
+    if summary["switch_max"] >= busy:
+        return f"SWITCH-BOUND: {switches}; {machine}"
+    return f"not switch-bound: {switches}; {machine}"

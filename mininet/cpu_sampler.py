@@ -1,0 +1,83 @@
+"""Samples the CPU time of a fabric's switch processes and of the whole machine from ``/proc``
+(:mod:`controller.experiments.cpu_use` turns two samples into shares).
+
+A switch's time is its process's user + system time, every thread included (the native
+engine's I/O thread, the P4Runtime server). A switch that has stopped is left out.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from controller.experiments.cpu_use import CpuSample, CpuUse, cpu_use
+
+__all__ = ["CpuSampler", "fabric_cpu_sampler", "process_cpu_s"]
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_s(pid: int, proc: Path = Path("/proc")) -> float | None:
+    """User + system CPU seconds of process ``pid`` (all threads); None if it is gone."""
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    # the command name (field 2) may hold spaces: count fields after its closing parenthesis
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def machine_cpu_s(proc: Path = Path("/proc")) -> tuple[float, float, int]:
+    """Busy and total CPU seconds of the machine, summed over cores, and the core count."""
+    lines = (proc / "stat").read_text().splitlines()
+    ticks = [int(v) for v in lines[0].split()[1:]]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+    total = sum(ticks[:8])  # guest time is already inside user time
+    cores = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
+    return (total - idle) / _TICK, total / _TICK, max(cores, 1)
+
+
+class CpuSampler:
+    """Samples the given switch processes (name -> pid) and the machine.
+
+    Examples
+    --------
+    >>> s = CpuSampler({"me": os.getpid()})
+    >>> sample = s.sample()
+    >>> sorted(sample.switch_s), sample.cores >= 1
+    (['me'], True)
+    """
+
+    def __init__(self, pids: Mapping[str, int] | Callable[[], Mapping[str, int]]) -> None:
+        self._pids = pids
+
+    def sample(self) -> CpuSample:
+        pids = self._pids() if callable(self._pids) else self._pids
+        switch_s = {name: t for name, pid in pids.items() if (t := process_cpu_s(pid)) is not None}
+        busy, total, cores = machine_cpu_s()
+        return CpuSample(time.monotonic(), switch_s, busy, total, cores)
+
+    @contextmanager
+    def measure(self) -> Iterator[list[CpuUse]]:
+        """Measures the CPU use of the ``with`` body: the yielded list holds it afterwards."""
+        out: list[CpuUse] = []
+        before = self.sample()
+        yield out
+        out.append(cpu_use(before, self.sample()))
+
+
+def fabric_cpu_sampler(fabric: object, switches: list[str]) -> CpuSampler:
+    """A sampler of a running :class:`~mininet.fabric_net.EmulatedFabric`'s switches; one
+    stopped since (``--fail-rail``) drops out of the samples."""
+    def pids() -> dict[str, int]:
+        out = {}
+        for name in switches:
+            proc = getattr(fabric.switch_process(name), "proc", None)  # type: ignore[attr-defined]
+            if proc is not None and proc.poll() is None:
+                out[name] = proc.pid
+        return out
+    return CpuSampler(pids)
