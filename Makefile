@@ -5,13 +5,17 @@ PY := $(VENV)/bin/python
 MLFABRIC := $(VENV)/bin/mlfabric
 PYTEST_ARGS ?=
 TARGET ?= $(or $(MLFABRIC_TARGET),python)
+# the Python target's packet engine for every switch process (mlfabric-switch --engine)
+ENGINE ?= $(or $(MLFABRIC_ENGINE),auto)
+export MLFABRIC_ENGINE := $(ENGINE)
 
 .DEFAULT_GOAL := help
 .PHONY: help setup run run-smoke run-rail-only run-checkmate run-rotor run-tdtcp run-topoopt model-rail-only test test-unit test-target test-emulation p4 bench p4c-samples lint typecheck doctor clean-net clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "  variables: TARGET=python|bmv2 (switch target), PYTEST_ARGS=..., EXPERIMENT_ARGS=..."
+	@echo "  variables: TARGET=python|bmv2 (switch target), ENGINE=auto|native|python (the Python target's"
+	@echo "             packet engine), PYTEST_ARGS=..., EXPERIMENT_ARGS=..."
 
 setup: ## install Debian packages, the virtual environment and Python dependencies (idempotent)
 	@tools/bootstrap.sh
