@@ -24,9 +24,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cpu_sampler import CpuSampler, fabric_cpu_sampler
 from fabric_net import EmulatedFabric, check_free
+from switch_engines import engines_text, fabric_engines
 
 from controller.errors import ConfigError, MlfabricError
+from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
 from controller.experiments.options import add_common_options, experiment_parser
 from controller.experiments.results import (
     interrupt_on_signals,
@@ -66,7 +69,7 @@ def _ip(rack: int) -> str:
     return f"10.200.{rack}.1"
 
 
-def _fabric(cfg: RotorConfig, slice_us: int) -> EmulatedFabric:
+def _fabric(cfg: RotorConfig, slice_us: int, log_dir: Path | None = None) -> EmulatedFabric:
     """The Python target paces its data ports at the link rate itself and keeps one slot's
     worth of packets per egress queue (so a slot's overflow is dropped rather than carried
     far into the next days); the CPU port stays unpaced, so that clock probes see no queue.
@@ -76,8 +79,8 @@ def _fabric(cfg: RotorConfig, slice_us: int) -> EmulatedFabric:
         depth = math.ceil(slice_us / 1e6 * cfg.line_pps) + 2
         paced = [arg for port in range(1, cfg.racks + 1) for arg in ("--queue-rate-port", f"{port}:{cfg.line_pps:.2f}")]
         return EmulatedFabric(topo, target="python", engine=cfg.engine, shape=False, publish=False, calendar_queues=True,
-                              switch_args=(*paced, "--queue-depth", str(depth)))
-    return EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, publish=False)
+                              switch_args=(*paced, "--queue-depth", str(depth)), log_dir=log_dir)
+    return EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, publish=False, log_dir=log_dir)
 
 
 def _reap(procs: list[subprocess.Popen]) -> None:
@@ -99,34 +102,40 @@ def run_point(fab: EmulatedFabric, cfg: RotorConfig, point: Point) -> dict[str, 
     levels = ",".join(f"{lv * cfg.line_pps:.3f}:{s}" for lv, s in zip(cfg.levels, seconds, strict=True))
     idle = schedule.cycle_us / 1e6 + 0.5  # a held packet may wait a whole cycle
     procs: list[subprocess.Popen] = []
-    try:
-        recvs = {d: fab.host(f"h{d}_0").popen(
-            [sys.executable, "-m", "workloads.paced_udp", "recv", _ip(d), "--seconds", f"{sum(seconds) + 0.5:.2f}",
-             "--idle", f"{idle:.2f}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for d in dests}
-        procs += recvs.values()
-        time.sleep(0.3)  # receivers bind before the first datagram
-        sends = {s: fab.host(f"h{s}_0").popen(
-            [sys.executable, "-m", "workloads.paced_udp", "send", str(s),
-             ",".join(_ip(d) for s2, d in pairs if s2 == s), "--levels", levels, "--size", str(cfg.payload_bytes)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for s in sources}
-        procs += sends.values()
-        sent: dict[int, list[int]] = {}
-        for s, p in sends.items():
-            out, err = p.communicate(timeout=sum(seconds) + 30)
-            if p.returncode:
-                raise MlfabricError(f"sender on rack {s} failed: {err.strip()[-300:]}")
-            sent[s] = json.loads(out)["sent"]
-        rows: list[list[float]] = []
-        for d, p in recvs.items():
-            out, err = p.communicate(timeout=sum(seconds) + idle + 30)
-            if p.returncode:
-                raise MlfabricError(f"receiver on rack {d} failed: {err.strip()[-300:]}")
-            rows += json.loads(out)["rows"]
-    finally:
-        _reap(procs)
+    with _cpu_sampler(fab).measure() as used:
+        try:
+            recvs = {d: fab.host(f"h{d}_0").popen(
+                [sys.executable, "-m", "workloads.paced_udp", "recv", _ip(d), "--seconds", f"{sum(seconds) + 0.5:.2f}",
+                 "--idle", f"{idle:.2f}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for d in dests}
+            procs += recvs.values()
+            time.sleep(0.3)  # receivers bind before the first datagram
+            sends = {s: fab.host(f"h{s}_0").popen(
+                [sys.executable, "-m", "workloads.paced_udp", "send", str(s),
+                 ",".join(_ip(d) for s2, d in pairs if s2 == s), "--levels", levels, "--size", str(cfg.payload_bytes)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for s in sources}
+            procs += sends.values()
+            sent: dict[int, list[int]] = {}
+            for s, p in sends.items():
+                out, err = p.communicate(timeout=sum(seconds) + 30)
+                if p.returncode:
+                    raise MlfabricError(f"sender on rack {s} failed: {err.strip()[-300:]}")
+                sent[s] = json.loads(out)["sent"]
+            rows: list[list[float]] = []
+            for d, p in recvs.items():
+                out, err = p.communicate(timeout=sum(seconds) + idle + 30)
+                if p.returncode:
+                    raise MlfabricError(f"receiver on rack {d} failed: {err.strip()[-300:]}")
+                rows += json.loads(out)["rows"]
+        finally:
+            _reap(procs)
     result = analyze_run(point, cfg.levels, sent, rows)
     result["worst_skew_us"] = max(c.skew_bound_us for c in clocks)
+    result.update(cpu_row(used[0]))
     return result
+
+
+def _cpu_sampler(fab: EmulatedFabric) -> CpuSampler:
+    return fabric_cpu_sampler(fab, [s.name for s in fab.topo.switches])
 
 
 def run_allreduce(fab: EmulatedFabric, cfg: RotorConfig, point: Point, workdir: Path) -> list[dict[str, Any]]:
@@ -146,17 +155,21 @@ def run_allreduce(fab: EmulatedFabric, cfg: RotorConfig, point: Point, workdir: 
 
     rows: list[dict[str, Any]] = []
     base = {"routing": point.routing, "calendar": point.calendar, "bytes": cfg.allreduce_bytes}
+    cpu = _cpu_sampler(fab)
     try:
         with WorkerGroup(popen, path, ranks, python=sys.executable) as group:
             for it in range(cfg.allreduce_iterations):
-                results = group.run({"op": "allreduce", "bytes": cfg.allreduce_bytes, "iter": it},
-                                    timeout=cfg.worker_timeout_s * 3)
+                with cpu.measure() as used:
+                    results = group.run({"op": "allreduce", "bytes": cfg.allreduce_bytes, "iter": it},
+                                        timeout=cfg.worker_timeout_s * 3)
                 ok = bool(results) and all(r.get("ok") for r in results)
                 errors = sorted({str(r["error"]) for r in results if r.get("error")})
                 rows.append({**base, "iter": it, "ok": ok, "error": "; ".join(errors)[:200],
-                             "seconds": max((float(r.get("seconds") or 0.0) for r in results), default=math.nan)})
+                             "seconds": max((float(r.get("seconds") or 0.0) for r in results), default=math.nan),
+                             **cpu_row(used[0])})
                 _say(f"all-reduce {point.routing}/{point.calendar} iter {it}: "
-                     + (f"{rows[-1]['seconds']:.2f} s" if ok else f"FAILED ({rows[-1]['error'][:80]})"))
+                     + (f"{rows[-1]['seconds']:.2f} s" if ok else f"FAILED ({rows[-1]['error'][:80]})")
+                     + f"  [{used[0].text()}]")
                 if not ok:
                     break
     except WorkloadError as exc:  # the mesh could not even connect (circuits never up for a SYN)
@@ -184,9 +197,11 @@ def _write(cfg: RotorConfig, out: Path, points: list[Point], runs: list[dict[str
     summary = summarize_allreduce(allreduce)
     expected = {p.routing: allreduce_expectation(cfg, p) for p in (dataclasses.replace(ref, routing=r) for r in ROUTINGS)}
     text = report(cfg, rows, summary, expected, interrupted=interrupted)
+    cpu = cpu_summary([*runs, *allreduce])
+    text += f"\nswitch CPU: {cpu_verdict(cpu)}"
     (out / "table.txt").write_text(text + "\n")
     write_csv(out / "runs.csv", _csv_rows(runs))
-    write_json(out / "results.json", {"config": dataclasses.asdict(cfg), "interrupted": interrupted,
+    write_json(out / "results.json", {"config": dataclasses.asdict(cfg), "interrupted": interrupted, "cpu": cpu,
                                       "points": rows, "runs": runs, "allreduce": allreduce,
                                       "allreduce_summary": summary, "allreduce_expected": expected})
     if rows:
@@ -294,7 +309,10 @@ def main(argv: list[str]) -> int:
             for rep in range(cfg.repetitions):
                 for shape in shapes:
                     mine = [p for p in points if p.shape == shape]
-                    with _fabric(cfg, shape[0]) as fab:
+                    with _fabric(cfg, shape[0], Path(tmp) / "logs" / f"{rep}-{shape[0]}-{shape[1]}") as fab:
+                        if rep == 0 and shape == shapes[0]:
+                            engines = fabric_engines(cfg.target, fab.log_dir, [s.name for s in fab.topo.switches])
+                            _say(f"switches run the {engines_text(engines)}")
                         for point in mine:
                             t0 = time.monotonic()
                             result = run_point(fab, cfg, point)

@@ -16,13 +16,17 @@ import contextlib
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from cpu_sampler import fabric_cpu_sampler
 from fabric_net import EmulatedFabric, check_free
+from switch_engines import engines_text, fabric_engines
 
 from controller.errors import ConfigError, MlfabricError
+from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
 from controller.experiments.options import add_common_options, experiment_parser
 from controller.experiments.results import (
     interrupt_on_signals,
@@ -156,27 +160,32 @@ def _cubic(fab: EmulatedFabric, cfg: TdtcpConfig, port: int) -> dict[str, Any]:
             "error": doc.get("error")}
 
 
-def run_repetition(cfg: TdtcpConfig, rep: int) -> list[dict[str, Any]]:
+def run_repetition(cfg: TdtcpConfig, rep: int, log_dir: Path | None = None) -> list[dict[str, Any]]:
     """A fresh fabric and one transfer per transport; a row per transfer."""
     python = cfg.target == "python"
     sched = schedule(cfg)
     rows = []
     with EmulatedFabric(fabric(cfg), target=cfg.target, engine=cfg.engine, shape=True, publish=False, schedule=sched,
                         calendar_queues=python, switch_args=("--queue-depth", "256") if python else (),
-                        switch_args_of=switch_args(cfg) if python else None) as fab:
+                        switch_args_of=switch_args(cfg) if python else None, log_dir=log_dir) as fab:
         assert fab.live is not None and fab.schedule_epoch_us is not None
         install_notifications(fab.live, {"tor0": "all", "tor1": "all"})
         tors = [fab.live.switch("tor0"), fab.live.switch("tor1")]
+        names = [s.name for s in fab.topo.switches]
+        if rep == 0:
+            _say(f"switches run the {engines_text(fabric_engines(cfg.target, fab.log_dir, names))}")
+        cpu = fabric_cpu_sampler(fab, names)
         with Ticker(tors, sched, fab.schedule_epoch_us) as ticker:
             for k, transport in enumerate(cfg.transports):
                 t0 = time.monotonic()
                 port = 6200 + 10 * rep + k
-                run = _cubic(fab, cfg, port) if transport == "cubic" else _userspace(fab, cfg, transport, port)
-                run.update(rep=rep, transport=transport, epoch_us=fab.schedule_epoch_us)
+                with cpu.measure() as used:
+                    run = _cubic(fab, cfg, port) if transport == "cubic" else _userspace(fab, cfg, transport, port)
+                run.update(rep=rep, transport=transport, epoch_us=fab.schedule_epoch_us, **cpu_row(used[0]))
                 rows.append(run)
                 _say(f"rep {rep + 1} {transport}: {run['goodput_mbps']:.2f} Mb/s "
                      f"(capacity {capacity_mbps(cfg):.2f}){'' if run['complete'] else ', INCOMPLETE'} "
-                     f"[{time.monotonic() - t0:.1f} s]")
+                     f"[{time.monotonic() - t0:.1f} s; {used[0].text()}]")
         for run in rows:
             run["ticks"] = ticker.sent
     return rows
@@ -207,16 +216,19 @@ def main(argv: list[str]) -> int:
     interrupted = None
     t_start = time.monotonic()
     try:
-        with interrupt_on_signals():
+        with interrupt_on_signals(), tempfile.TemporaryDirectory(prefix="mlfabric-tdtcp-") as tmp:
             for rep in range(cfg.repetitions):
-                runs += run_repetition(cfg, rep)
+                runs += run_repetition(cfg, rep, Path(tmp) / f"logs-{rep}")
     except KeyboardInterrupt as exc:
         interrupted = f"stopped by {exc or 'SIGINT'} after {len(runs)} transfers; the emulation was torn down"
         _say(interrupted)
     text, summary, figure = report(cfg, runs, out)
-    write_run(out, text, {"config": cfg, "summary": summary, "runs": runs, "interrupted": interrupted,
+    cpu = cpu_summary(runs)
+    text += f"\nswitch CPU: {cpu_verdict(cpu)}"
+    write_run(out, text, {"config": cfg, "summary": summary, "runs": runs, "interrupted": interrupted, "cpu": cpu,
                           "notification_latency_us": notification_latencies(runs)},
-              [{k: v for k, v in r.items() if k in ("rep", "transport", "goodput_mbps", "complete")} for r in runs])
+              [{k: v for k, v in r.items() if k in ("rep", "transport", "goodput_mbps", "complete", "switch_cpu",
+                                                    "busiest_switch", "switches_cores", "machine_cpu")} for r in runs])
     _say(f"wrote {out}/results.json, runs.csv, table.txt, {figure.name} ({time.monotonic() - t_start:.0f} s)")
     return 130 if interrupted else 0
 

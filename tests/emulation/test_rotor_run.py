@@ -35,6 +35,9 @@ def test_quick_run_writes_table_plots_and_data(tmp_path: Path, target_name: str,
     table = (out / "table.txt").read_text()
     assert "±" in table and "Ring all-reduce" in table and "TritonNetworking/rotornet" in table
     assert results["allreduce"], "the all-reduce ran"
+    # the switches' CPU over every run and all-reduce, and the verdict in the table
+    assert all(r["switch_cpu"] is not None for r in [*results["runs"], *results["allreduce"]])
+    assert results["cpu"]["switch_max"] > 0 and "switch CPU: " in table
 
 
 def test_bad_input_is_rejected_before_anything_starts(tmp_path: Path, capsys) -> None:

@@ -33,6 +33,8 @@ def test_the_quick_experiment_runs_and_the_sender_follows_the_tdns(target_name: 
     assert set(runs["single"]["sender"]["per_tdn"]) == {"shared"}
     latency = results["summary"]["notification_latency_ms"]
     assert latency["n"] >= 10 and latency["p99"] < TdtcpConfig().day_ms
+    assert all(r["switch_cpu"] is not None for r in runs.values()) and results["cpu"]["switch_max"] > 0
+    assert "switch CPU: " in (tmp_path / "table.txt").read_text()
 
 
 def test_a_transfer_with_injected_loss_arrives_whole_and_in_order(target_name: str) -> None:
