@@ -36,7 +36,8 @@ def test_quick_run_writes_table_plots_and_data(tmp_path: Path, target_name: str,
     assert "±" in table and "Ring all-reduce" in table and "TritonNetworking/rotornet" in table
     assert results["allreduce"], "the all-reduce ran"
     # the switches' CPU over every run and all-reduce, and the verdict in the table
-    assert all(r["switch_cpu"] is not None for r in [*results["runs"], *results["allreduce"]])
+    measured = [*results["runs"], *(a for a in results["allreduce"] if a["ok"])]  # a mesh that never connected: not
+    assert measured and all(r["switch_cpu"] is not None for r in measured)
     assert results["cpu"]["switch_max"] > 0 and "switch CPU: " in table
 
 
