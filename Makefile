@@ -43,8 +43,12 @@ model-rail-only: setup ## the analytical cost/power and iteration-time model: ta
 run-smoke: setup ## the Mininet smoke run: pipeline, rules and a ping between two hosts
 	@$(MLFABRIC) smoke --target $(TARGET)
 
-test: setup ## run every test tier this machine can run; prints why a tier is skipped
+test: setup ## run every test tier this machine can run (the emulation tier on both engines); prints why a tier is skipped
 	@MLFABRIC_TARGET=$(TARGET) $(PY) -m pytest $(PYTEST_ARGS)
+	@if [ "$(TARGET)" = python ] && [ "$(ENGINE)" = auto ] && [ -z "$(PYTEST_ARGS)" ]; then \
+		echo "make test: the emulation tier again, every switch on the Python engine (the fallback)"; \
+		MLFABRIC_ENGINE=python MLFABRIC_TARGET=python $(PY) -m pytest -m emulation; \
+	fi
 
 test-unit: setup ## only the unit tier
 	@MLFABRIC_TARGET=$(TARGET) $(PY) -m pytest -m unit $(PYTEST_ARGS)
