@@ -36,14 +36,17 @@ class ExprGen:
     """Generates C for the expressions of one action, parser state or condition.
 
     ``args`` gives, per action parameter, its first word in the action data ``a`` and its
-    bit width (None where no action data exists).
+    bit width (None where no action data exists). ``bail`` is the C statement that leaves
+    the generated function after a fault (a run-time stack index out of bounds; see
+    :mod:`pybmv2.native.crefs`), None where the code cannot stop the packet.
     """
 
     def __init__(self, layout: PhvLayout, args: list[tuple[int, int]] | None = None,
-                 pkt: str = "p") -> None:
+                 pkt: str = "p", bail: str | None = "return;") -> None:
         self.layout = layout
         self.args = args
         self.pkt = pkt
+        self.bail = bail
         self._tmp = 0
 
     def temp(self) -> str:

@@ -43,6 +43,8 @@ class NativeManifest:
     max_argw: int
     #: learn list id -> signedness of each field (to decode digest values)
     learn_signed: dict[int, tuple[bool, ...]]
+    #: (name, size) of every header stack, then union stack: a fault record names its stack
+    stacks: tuple[tuple[str, int], ...] = ()
 
     def table(self, pipeline: str, name: str) -> TableMeta:
         for meta in self.tables:
@@ -130,7 +132,9 @@ def generate(program: Program) -> tuple[str, NativeManifest]:
     learn_signed = {lid: tuple(layout.field(h, f).signed for h, f, _, _ in ll.fields)
                     for lid, ll in program.learn_lists.items()}
     manifest = NativeManifest(tuple(metas), profile_ids(g), g.counters, g.registers, g.meters,
-                              g.action_args, g.max_argw, learn_signed)
+                              g.action_args, g.max_argw, learn_signed,
+                              tuple((st.name, len(st.elements))
+                                    for st in (*layout.stacks, *layout.union_stacks)))
     return "\n".join(parts) + "\n", manifest
 
 

@@ -3,7 +3,11 @@ functions of :mod:`pybmv2.expressions`).
 
 A reference is a :class:`HeaderRef`: the ids it may denote and a C index choosing one of
 them at run time (a stack element at a run-time index, the conditional operator over
-headers or unions).
+headers or unions). A run-time stack index is checked against the stack's size: out of
+bounds, BMv2 throws ``std::out_of_range`` and the Python target drops the packet, naming
+the stack; the generated code records the fault in the packet (``pkt_fault``) and leaves
+the function it runs in with the ExprGen's ``bail`` statement, so the rest of the control
+does not run.
 """
 
 from __future__ import annotations
@@ -54,12 +58,27 @@ def _pick(cond: str, a: HeaderRef, b: HeaderRef) -> HeaderRef:
 
 
 def _checked(eg: ExprGen, stack: StackLayout, index: Val) -> str | int:
-    """The element position a run-time index selects: an int when it is a constant."""
+    """The element position a run-time index selects: an int when it is a constant in
+    bounds, else C that checks the bounds (a fault leaves with ``eg.bail``)."""
     size = len(stack.elements)
-    if index.lo < 0 or index.hi >= size:
+    if index.is_const and 0 <= index.lo < size:
+        return index.lo
+    if index.lo >= 0 and index.hi < size:
+        return f"((u64){index.code})"
+    if eg.bail is None:
         raise NativeUnsupported(f"header stack {stack.name} indexed by a value that may be out "
-                                f"of bounds ({index.lo}..{index.hi})")
-    return index.lo if index.is_const else f"((u64){index.code})"
+                                f"of bounds ({index.lo}..{index.hi}) where a fault cannot stop "
+                                "the packet")
+    t = eg.temp()
+    tests = []
+    if index.lo < 0:
+        tests.append(f"{t} < 0")
+    if index.hi >= size:
+        tests.append(f"{t} >= {size}")
+    unsigned = int(index.ty.startswith("u"))
+    return (f"({{ {index.ty} {t} = {index.code}; if ({' || '.join(tests)}) {{ "
+            f"pkt_fault({eg.pkt}, {stack.next_index}, (u128)(i128){t}, {unsigned}); {eg.bail} }} "
+            f"(u64){t}; }})")
 
 
 def stack_ref(eg: ExprGen, node: dict[str, Any]) -> StackLayout:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 from array import array
 from collections.abc import Iterator, Sequence
 from ctypes import (
@@ -31,6 +32,7 @@ from pybmv2.externs import MeterRates
 from pybmv2.native.build import build
 from pybmv2.native.cpipeline import TableMeta
 from pybmv2.native.cprogram import NativeManifest, generate
+from pybmv2.native.records import decode_records
 from pybmv2.pre import Replica
 from pybmv2.program import Program
 from pybmv2.tables import ActionCall, IndirectIndex
@@ -39,6 +41,7 @@ __all__ = ["Frames", "NativeEngine"]
 
 Frames = list[tuple[int, bytes]]
 M64 = (1 << 64) - 1
+log = logging.getLogger(__name__)
 U64P, U32P, I64P, DP = POINTER(c_uint64), POINTER(c_uint32), POINTER(c_int64), POINTER(c_double)
 _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "nx_create": (c_void_p, []),
@@ -421,22 +424,12 @@ class NativeEngine:
         self._digests += self.decode_digests(ctypes.string_at(self._dig, 8 * self._nwords.value))
 
     def decode_digests(self, raw: bytes) -> list[tuple[int, tuple[int, ...]]]:
-        """The (learn list id, values) of the engine's digest records in ``raw``."""
-        out: list[tuple[int, tuple[int, ...]]] = []
-        words = memoryview(raw).cast("Q").tolist()
-        at = 0
-        while at < len(words):
-            lid, n = words[at], words[at + 1]
-            signed = self.manifest.learn_signed.get(lid, ())
-            values = []
-            for i in range(n):
-                v = words[at + 2 + 2 * i] | (words[at + 3 + 2 * i] << 64)
-                if (signed[i] if i < len(signed) else False) and v >> 127:
-                    v -= 1 << 128
-                values.append(v)
-            out.append((lid, tuple(values)))
-            at += 2 + 2 * n
-        return out
+        """The (learn list id, values) of the engine's digest records in ``raw``; the
+        packets it dropped on a fault are logged as the Python engine logs them."""
+        digests, faults = decode_records(raw, self.manifest.learn_signed, self.manifest.stacks)
+        for fault in faults:
+            log.error("%s", fault.message())
+        return digests
 
     def take_digests(self) -> list[tuple[int, tuple[int, ...]]]:
         """The (learn list id, field values) of every digest since the last call."""

@@ -1,6 +1,6 @@
 """v1model behaviour the BMv2 goldens cannot show: where BMv2 aborts, the header storage the
 Python target reuses between packets as BMv2's PHV pool does, and a P4Info table that the
-BMv2 JSON lacks."""
+BMv2 JSON lacks. What the switch does, it does on both of the Python target's engines."""
 
 from __future__ import annotations
 
@@ -15,18 +15,32 @@ from controller.p4runtime.client import P4ClientError
 from controller.p4runtime.entities import Exact, TableRule, encode_rule, update
 from packettest import open_target
 from pybmv2 import Program, V1Switch
+from pybmv2.native.build import compiler
+from pybmv2.native.switch import NativeSwitch
+
+ENGINES = ("python", "native")
 
 
-def switch(name: str) -> V1Switch:
-    return V1Switch(Program.from_file(pipeline_files(name, PROGRAM_DIRS[1]).json))
+def switch(name: str, engine: str = "python") -> V1Switch:
+    program = Program.from_file(pipeline_files(name, PROGRAM_DIRS[1]).json)
+    if engine == "python":
+        return V1Switch(program)
+    if compiler() is None:
+        pytest.skip("the native engine needs a C compiler")
+    return NativeSwitch(program, engine="native")
 
 
-def test_stack_index_out_of_bounds_drops_the_packet_and_says_why(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_stack_index_out_of_bounds_drops_the_packet_and_says_why(
+        engine: str, caplog: pytest.LogCaptureFixture) -> None:
     # BMv2 throws std::out_of_range and dies; the Python target drops the one packet
-    sw = switch("stack_index")
-    with caplog.at_level(logging.ERROR, logger="pybmv2.switch"):
+    sw = switch("stack_index", engine)
+    with caplog.at_level(logging.ERROR):
         assert sw.process(1, probe(1, 1, 7) + mpls(1, 2)) == []
-    assert "index 7 out of bounds of header stack 'mpls' (size 4)" in caplog.text
+        assert sw.process(1, probe(2, 0xfe, 1) + mpls(1, 2)) == []  # an assignment's target
+    assert "index 7 out of bounds of header stack 'mpls' (size 4): packet dropped in " \
+        "ingress" in caplog.text
+    assert "index 254 out of bounds of header stack 'mpls'" in caplog.text
     ((port, _),) = sw.process(1, probe(1, 1, 0) + mpls(1, 2))
     assert port == 2
 
