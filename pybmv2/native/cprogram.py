@@ -67,10 +67,6 @@ def _check_program(program: Program) -> None:
             if hl.metadata:
                 raise NativeUnsupported(f"a varbit field in metadata {hl.name}")
             varbit_start(hl)
-    for stack in program.layout.stacks:
-        for hid in stack.header_ids:
-            if program.layout.headers[hid].length_index is not None:
-                raise NativeUnsupported(f"varbit fields in header stack {stack.name}")
 
 
 def generate(program: Program) -> tuple[str, NativeManifest]:
