@@ -59,7 +59,7 @@ def runtime_source(name: str) -> str:
 
 def _check_program(program: Program) -> None:
     doc = program.doc
-    for key in ("parse_vsets", "extern_instances", "header_unions"):
+    for key in ("parse_vsets", "extern_instances"):
         if doc.get(key):
             raise NativeUnsupported(f"{key}")
     for hl in program.layout.headers:
@@ -97,7 +97,7 @@ def generate(program: Program) -> tuple[str, NativeManifest]:
         f"#define NX_MAX_ARGW {g.max_argw}",
         f"#define NX_MAX_KEYW {max_keyw}",
         f"#define NX_NH {max(len(layout.headers), 1)}",
-        f"#define NX_NS {max(len(layout.stacks), 1)}",
+        f"#define NX_NS {max(layout.num_stacks, 1)}",
     ]
     nprof = len(profile_ids(g))
     for short, n in (("NT", len(metas)), ("NP", nprof), ("NC", len(counters)),

@@ -33,7 +33,6 @@ from pybmv2.switch import DigestSample
 #: the v1model-gap programs use what the native engine refuses by name; ``auto`` runs them on
 #: the Python engine
 EXPECTED_UNSUPPORTED: dict[str, str] = {
-    "header_unions": "header_unions",
     "value_set": "parse_vsets",
 }
 FRAMES_PER_CASE = 4000
