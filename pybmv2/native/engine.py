@@ -14,22 +14,13 @@ import ctypes
 import logging
 from array import array
 from collections.abc import Iterator, Sequence
-from ctypes import (
-    POINTER,
-    c_char_p,
-    c_double,
-    c_int,
-    c_int32,
-    c_int64,
-    c_uint32,
-    c_uint64,
-    c_void_p,
-)
+from ctypes import c_double, c_int64, c_uint32, c_uint64, c_void_p
 from typing import Any
 
 from pybmv2.errors import EntryExistsError, EntryNotFoundError, InvalidEntryError, TargetError
 from pybmv2.externs import MeterRates
 from pybmv2.native.build import build
+from pybmv2.native.cabi import load_library
 from pybmv2.native.cpipeline import TableMeta
 from pybmv2.native.cprogram import NativeManifest, generate
 from pybmv2.native.records import decode_records
@@ -42,66 +33,6 @@ __all__ = ["Frames", "NativeEngine"]
 Frames = list[tuple[int, bytes]]
 M64 = (1 << 64) - 1
 log = logging.getLogger(__name__)
-U64P, U32P, I64P, DP = POINTER(c_uint64), POINTER(c_uint32), POINTER(c_int64), POINTER(c_double)
-_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
-    "nx_create": (c_void_p, []),
-    "nx_destroy": (None, [c_void_p]),
-    "nx_table_add": (c_int64, [c_void_p, c_int, U64P, U64P, c_int, c_int32, c_uint64, c_int32,
-                               U64P, c_int, c_int, c_uint32]),
-    "nx_table_modify": (c_int, [c_void_p, c_int, c_int64, c_int32, U64P, c_int, c_int, c_uint32]),
-    "nx_table_delete": (c_int, [c_void_p, c_int, c_int64]),
-    "nx_table_set_default": (c_int, [c_void_p, c_int, c_int32, U64P, c_int]),
-    "nx_table_size": (c_int64, [c_void_p, c_int]),
-    "nx_table_slots": (c_int64, [c_void_p, c_int]),
-    "nx_entry_counters": (c_int, [c_void_p, c_int, c_int64, U64P, c_int]),
-    "nx_entry_set_counters": (c_int, [c_void_p, c_int, c_int64, c_uint64, c_uint64]),
-    "nx_entry_meter": (c_int, [c_void_p, c_int, c_int64, c_int, DP]),
-    "nx_table_take": (c_int64, [c_void_p, c_int, I64P, U64P, DP, c_int64]),
-    "nx_member_set": (c_int, [c_void_p, c_int, c_uint32, c_int32, U64P, c_int]),
-    "nx_member_delete": (c_int, [c_void_p, c_int, c_uint32]),
-    "nx_group_set": (c_int, [c_void_p, c_int, c_uint32, U32P, c_uint32]),
-    "nx_group_delete": (c_int, [c_void_p, c_int, c_uint32]),
-    "nx_counter_read": (c_int, [c_void_p, c_int, c_uint64, U64P, c_int]),
-    "nx_counter_write": (c_int, [c_void_p, c_int, c_uint64, c_uint64, c_uint64]),
-    "nx_counter_take": (c_int64, [c_void_p, c_int, U32P, U64P, c_int64]),
-    "nx_register_read": (c_int, [c_void_p, c_int, c_uint64, U64P]),
-    "nx_register_write": (c_int, [c_void_p, c_int, c_uint64, c_uint64, c_uint64]),
-    "nx_register_take": (c_int64, [c_void_p, c_int, U32P, U64P, c_int64]),
-    "nx_meter_set": (c_int, [c_void_p, c_int, c_uint64, c_int, DP]),
-    "nx_meter_take": (c_int64, [c_void_p, c_int, U32P, DP, c_int64]),
-    "nx_mgrp_set": (c_int, [c_void_p, c_uint32, U32P, U32P, c_uint32]),
-    "nx_mgrp_delete": (c_int, [c_void_p, c_uint32]),
-    "nx_session_set": (c_int, [c_void_p, c_uint32, U32P, U32P, c_uint32, c_int64]),
-    "nx_session_delete": (c_int, [c_void_p, c_uint32]),
-    "nx_process": (c_int64, [c_void_p, c_char_p, c_void_p, c_void_p, c_uint32, c_uint64]),
-    "nx_outputs": (c_uint32, [c_void_p, POINTER(c_void_p), POINTER(c_void_p), POINTER(c_void_p),
-                              POINTER(c_void_p)]),
-    "nx_digests": (c_uint32, [c_void_p, POINTER(c_void_p), U64P]),
-    "nx_algo": (c_uint64, [c_char_p, c_char_p, c_uint64]),
-    "nx_lock": (None, [c_void_p]),
-    "nx_io_open": (c_int, [c_void_p, c_uint64, c_int64, c_uint32, c_double]),
-    "nx_io_port": (c_int, [c_void_p, c_uint32, c_int]),
-    "nx_io_queue": (c_int, [c_void_p, c_int64, c_uint32, c_double]),
-    "nx_io_start": (c_int, [c_void_p]),
-    "nx_io_stop": (None, [c_void_p]),
-    "nx_io_close": (None, [c_void_p]),
-    "nx_io_up_fd": (c_int, [c_void_p]),
-    "nx_io_inject": (c_int, [c_void_p, c_uint64, c_char_p, c_uint32]),
-    "nx_io_take": (c_uint64, [c_void_p, POINTER(c_void_p)]),
-    "nx_io_stats": (c_int, [c_void_p, U64P, U32P, c_uint32]),
-    "nx_unlock": (None, [c_void_p]),
-}
-
-
-def load_library(path: str) -> ctypes.CDLL:
-    lib = ctypes.CDLL(path)
-    for name, (res, args) in _SIGNATURES.items():
-        fn = getattr(lib, name)
-        fn.restype = res
-        fn.argtypes = args
-    return lib
-
-
 def _check(rc: int, what: str) -> int:
     if rc >= 0:
         return rc
