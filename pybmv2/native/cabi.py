@@ -46,6 +46,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "nx_register_take": (c_int64, [c_void_p, c_int, U32P, U64P, c_int64]),
     "nx_meter_set": (c_int, [c_void_p, c_int, c_uint64, c_int, DP]),
     "nx_meter_take": (c_int64, [c_void_p, c_int, U32P, DP, c_int64]),
+    "nx_vset_set": (c_int, [c_void_p, c_int, U64P, c_uint32]),
     "nx_mgrp_set": (c_int, [c_void_p, c_uint32, U32P, U32P, c_uint32]),
     "nx_mgrp_delete": (c_int, [c_void_p, c_uint32]),
     "nx_session_set": (c_int, [c_void_p, c_uint32, U32P, U32P, c_uint32, c_int64]),

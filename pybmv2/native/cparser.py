@@ -11,7 +11,7 @@ from typing import Any
 from pybmv2.expressions import parse_hexstr
 from pybmv2.layout import HeaderLayout
 from pybmv2.native.cactions import assign_varbit, primitive
-from pybmv2.native.cctx import GenCtx
+from pybmv2.native.cctx import GenCtx, value_set_ids
 from pybmv2.native.cexpr import ExprGen
 from pybmv2.native.cphv import field_val, store_field, varbit_start
 from pybmv2.native.cvalues import Val, cast, const, ctype_for, literal, uint_for
@@ -94,6 +94,7 @@ class _ParserGen:
         self.eg = ExprGen(g.layout)
         self.too_short = g.error_code("PacketTooShort", 1)
         self.labels = {st["name"]: f"S{i}" for i, st in enumerate(spec.get("parse_states", []))}
+        self.value_sets = value_set_ids(g.doc)
 
     def fail(self, code: int | str) -> str:
         return f"{{ p->error = {code}; return; }}"
@@ -233,11 +234,19 @@ class _ParserGen:
                 if not has_default:
                     default, has_default = t.get("next_state"), True
                 continue
-            if kind != "hexstr":
-                raise NativeUnsupported(f"parser state {name!r}: transition type {kind!r}")
             if key is None:
                 raise NativeUnsupported(f"parser state {name!r}: transitions without a key")
             mask = parse_hexstr(t["mask"]) if t.get("mask") else None
+            if kind == "parse_vset":  # the key under the mask is a member
+                k = key if mask is None else self.eg._bitwise("&", key, const(mask))
+                vid = self.value_sets.get(t["value"])
+                if vid is None:
+                    raise NativeUnsupported(f"parser state {name!r}: value set {t['value']!r}")
+                tests.append((f"vset_has(&cx->vsets[{vid}], {cast(k, 'u128')})",
+                              t.get("next_state")))
+                continue
+            if kind != "hexstr":
+                raise NativeUnsupported(f"parser state {name!r}: transition type {kind!r}")
             value = parse_hexstr(t["value"])
             k = key if mask is None else self.eg._bitwise("&", key, const(mask))
             same = self.eg._compare("==", k, const(value if mask is None else value & mask))

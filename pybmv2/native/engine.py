@@ -13,7 +13,7 @@ import contextlib
 import ctypes
 import logging
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from ctypes import c_double, c_int64, c_uint32, c_uint64, c_void_p
 from typing import Any
 
@@ -322,6 +322,17 @@ class NativeEngine:
 
     def session_delete(self, sid: int) -> None:
         _check(self._lib.nx_session_delete(self._ctx, sid), f"clone session {sid}")
+
+    # -- parser value sets ------------------------------------------------------------------
+
+    def value_set_set(self, name: str, members: Iterable[int]) -> None:
+        """A parser value set's members (a key outside 0..2**128-1 matches nothing)."""
+        vid = self.manifest.value_sets.get(name)
+        if vid is None:
+            raise TargetError(f"no parser value set named {name!r} in the native engine")
+        keep = sorted(m for m in members if 0 <= m < 1 << 128)
+        words = _words([w for m in keep for w in (m & M64, m >> 64)])
+        _check(self._lib.nx_vset_set(self._ctx, vid, words, len(keep)), f"value set {name}")
 
     # -- packets ------------------------------------------------------------------------------
 

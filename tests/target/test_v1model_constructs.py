@@ -45,8 +45,9 @@ def test_stack_index_out_of_bounds_drops_the_packet_and_says_why(
     assert port == 2
 
 
-def test_a_fresh_switch_reads_zeros_and_a_used_one_reads_the_last_packet() -> None:
-    fresh, used = switch("stale_headers"), switch("stale_headers")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_fresh_switch_reads_zeros_and_a_used_one_reads_the_last_packet(engine: str) -> None:
+    fresh, used = switch("stale_headers", engine), switch("stale_headers", engine)
     used.process(1, tcp_packet("10.0.0.1", 1111, 2222))
     udp = udp_packet("10.0.0.1", 53, 5353)
     ((_, cold),) = fresh.process(1, udp)
@@ -69,12 +70,15 @@ def test_a_p4info_table_p4c_left_out_of_the_json_loads_and_refuses_access(target
         assert port == 2
 
 
-def test_a_parser_value_set_matches_its_members() -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_parser_value_set_matches_its_members(engine: str) -> None:
     # empty, as BMv2's under P4Runtime (see value_set.p4); a member makes its case match
-    sw = switch("value_set")
+    sw = switch("value_set", engine)
     frame = b"\x00\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x01\x12\x34" + probe(2)[14:]
     assert [port for port, _ in sw.process(1, frame)] == [3]
     assert sw.program is not None
     sw.program.parser.value_sets["P.tunnel_types"].add(0x1234)
     ((port, out),) = sw.process(1, frame)
     assert port == 2 and out[-16:-12] == bytes.fromhex("00007777")  # probe.r1
+    sw.program.parser.value_sets["P.tunnel_types"].clear()
+    assert [port for port, _ in sw.process(1, frame)] == [3]

@@ -42,6 +42,7 @@ typedef struct ctx {
     counter_t counters[NX_NC];
     reg_t regs[NX_NR];
     meterarr_t meters[NX_NM];
+    vset_t vsets[NX_NV];
     rlist_t **mg, **ss;
     u64 now_us;
     /* what the egress queue reports to the packet egress runs (process mode only) */
