@@ -125,6 +125,7 @@ def generate(program: Program) -> tuple[str, NativeManifest]:
         f"#define HDR_MAX_BYTES {hdr_max}",
         runtime_source("rt_switch.c"),
         runtime_source("rt_io.c"),
+        runtime_source("rt_io_api.c"),
         runtime_source("rt_api.c"),
     ]
     learn_signed = {lid: tuple(layout.field(h, f).signed for h, f, _, _ in ll.fields)
