@@ -1,5 +1,5 @@
-/* The I/O thread's API (pybmv2/native/io.py): open, attach ports, configure queues, start
- * and stop the thread, exchange packet-ins, packet-outs and digests. */
+/* The I/O thread's API (pybmv2/native/io.py): open, attach ports, configure queues and the
+ * named extensions, start and stop the thread, exchange packet-ins, packet-outs and digests. */
 
 NX_EXPORT int nx_io_open(void *h, u64 start_ns, i64 cpu_port, u32 depth, double rate_pps) {
     ctx_t *cx = h;
@@ -20,6 +20,7 @@ NX_EXPORT int nx_io_open(void *h, u64 start_ns, i64 cpu_port, u32 depth, double 
     io->cpu_port = cpu_port;
     io->def_depth = depth ? depth : 64;
     io->def_rate = rate_pps;
+    io->cal_slot = -1;
     for (u32 i = 0; i < IO_NPORTNUM; i++) io->portfd[i] = -1;
     pthread_mutex_init(&io->upmu, NULL);
     pthread_mutex_init(&io->downmu, NULL);
@@ -66,6 +67,27 @@ NX_EXPORT int nx_io_queue(void *h, i64 port, u32 depth, double rate_pps) {
     return rc;
 }
 
+/* --calendar-queue: hold a job while the metadata field in PHV slot `slot` (< 0: none)
+ * holds a release time after the clock's (before the thread starts) */
+NX_EXPORT int nx_io_calendar(void *h, i64 slot) {
+    ctx_t *cx = h;
+    nx_io_t *io = cx->io;
+    if (!io || io->running) return NX_EINVAL;
+    io->cal_slot = slot < 0 ? -1 : slot;
+    return 0;
+}
+
+/* --port-delay and --port-ingress-delay: what `port` transmits leaves `tx_us` after egress,
+ * what it receives enters ingress `rx_us` after it arrives (0: at once; before the start) */
+NX_EXPORT int nx_io_delay(void *h, u32 port, u64 tx_us, u64 rx_us) {
+    ctx_t *cx = h;
+    nx_io_t *io = cx->io;
+    if (!io || io->running || port >= IO_NPORTNUM) return NX_EINVAL;
+    io->tx_delay[port] = tx_us;
+    io->rx_delay[port] = rx_us;
+    return 0;
+}
+
 NX_EXPORT int nx_io_start(void *h) {
     ctx_t *cx = h;
     nx_io_t *io = cx->io;
@@ -104,6 +126,9 @@ NX_EXPORT void nx_io_close(void *h) {
         free(q->ring);
         free(q);
     }
+    hline_free(&io->cal);
+    hline_free(&io->tx_line);
+    hline_free(&io->rx_line);
     close(io->down_efd);
     free(io->rx);
     free(io->spare);
@@ -183,4 +208,20 @@ NX_EXPORT int nx_io_stats(void *h, u64 *out, const u32 *qports, u32 nq) {
     }
     pthread_mutex_unlock(&cx->mu);
     return (int)k;
+}
+
+/* the hold lines' counters: per line (calendar, port delay, port ingress delay) the items
+ * held, released, dropped (out of memory) and waiting now: 12 values */
+NX_EXPORT int nx_io_holds(void *h, u64 *out) {
+    ctx_t *cx = h;
+    nx_io_t *io = cx->io;
+    if (!io) return NX_EINVAL;
+    hline_t *lines[3] = {&io->cal, &io->tx_line, &io->rx_line};
+    for (int i = 0; i < 3; i++) {
+        out[4 * i] = __atomic_load_n(&lines[i]->held, __ATOMIC_RELAXED);
+        out[4 * i + 1] = __atomic_load_n(&lines[i]->released, __ATOMIC_RELAXED);
+        out[4 * i + 2] = __atomic_load_n(&lines[i]->dropped, __ATOMIC_RELAXED);
+        out[4 * i + 3] = __atomic_load_n(&lines[i]->n, __ATOMIC_RELAXED);
+    }
+    return 12;
 }
