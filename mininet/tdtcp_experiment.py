@@ -6,7 +6,8 @@ Per repetition: build the fabric (two circuit switches taking turns, the ToRs ho
 waits on the Python target), install the schedule, tell every host of both racks about TDN
 changes and start the controller's ticks; then, one after another, a transfer with the
 per-TDN transport, with the same transport on one shared state, and with kernel TCP CUBIC
-(iperf3). Results: results.json, runs.csv, table.txt, tdtcp.png.
+(iperf3). Results: results.json (with the engine each switch ran), runs.csv, table.txt,
+tdtcp.png, and each repetition's switch logs in logs/.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fabric_net import EmulatedFabric, check_free
+from switch_engines import engines_text, fabric_engines
 
 from controller.errors import ConfigError, MlfabricError
 from controller.experiments.options import add_common_options, experiment_parser
@@ -156,15 +158,18 @@ def _cubic(fab: EmulatedFabric, cfg: TdtcpConfig, port: int) -> dict[str, Any]:
             "error": doc.get("error")}
 
 
-def run_repetition(cfg: TdtcpConfig, rep: int) -> list[dict[str, Any]]:
-    """A fresh fabric and one transfer per transport; a row per transfer."""
+def run_repetition(cfg: TdtcpConfig, rep: int, log_dir: Path) -> list[dict[str, Any]]:
+    """A fresh fabric (its switch logs in ``log_dir``) and one transfer per transport; a row
+    per transfer, each with the engine every switch ran."""
     python = cfg.target == "python"
     sched = schedule(cfg)
     rows = []
     with EmulatedFabric(fabric(cfg), target=cfg.target, engine=cfg.engine, shape=True, publish=False, schedule=sched,
                         calendar_queues=python, switch_args=("--queue-depth", "256") if python else (),
-                        switch_args_of=switch_args(cfg) if python else None) as fab:
+                        switch_args_of=switch_args(cfg) if python else None, log_dir=log_dir) as fab:
         assert fab.live is not None and fab.schedule_epoch_us is not None
+        engines = fabric_engines(cfg.target, fab.log_dir, [s.name for s in fab.topo.switches])
+        _say(f"rep {rep + 1}: switches run the {engines_text(engines)}")
         install_notifications(fab.live, {"tor0": "all", "tor1": "all"})
         tors = [fab.live.switch("tor0"), fab.live.switch("tor1")]
         with Ticker(tors, sched, fab.schedule_epoch_us) as ticker:
@@ -179,6 +184,7 @@ def run_repetition(cfg: TdtcpConfig, rep: int) -> list[dict[str, Any]]:
                      f"[{time.monotonic() - t0:.1f} s]")
         for run in rows:
             run["ticks"] = ticker.sent
+            run["engines"] = engines
     return rows
 
 
@@ -209,7 +215,7 @@ def main(argv: list[str]) -> int:
     try:
         with interrupt_on_signals():
             for rep in range(cfg.repetitions):
-                runs += run_repetition(cfg, rep)
+                runs += run_repetition(cfg, rep, out / "logs" / f"rep{rep + 1}")
     except KeyboardInterrupt as exc:
         interrupted = f"stopped by {exc or 'SIGINT'} after {len(runs)} transfers; the emulation was torn down"
         _say(interrupted)
