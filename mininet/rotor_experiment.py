@@ -7,7 +7,8 @@ switch), then per point install the round-robin schedule on one epoch with the p
 routing and ToR behaviour (calendar queues hold, or drop as stock BMv2 does) and run a
 staircase of constant-rate UDP loads (workloads.paced_udp) on the point's pattern. Then, on
 the reference shape, ring all-reduce over real TCP (workloads' workers, one host per rack)
-with each routing. Results: results.json, runs.csv, table.txt, rotor.png, rotor-load.png.
+with each routing. Results: results.json (with the engine each switch ran), runs.csv,
+table.txt, rotor.png, rotor-load.png, and each fabric's switch logs in logs/.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def _ip(rack: int) -> str:
     return f"10.200.{rack}.1"
 
 
-def _fabric(cfg: RotorConfig, slice_us: int, log_dir: Path | None = None) -> EmulatedFabric:
+def _fabric(cfg: RotorConfig, slice_us: int, log_dir: Path) -> EmulatedFabric:
     """The Python target paces its data ports at the link rate itself and keeps one slot's
     worth of packets per egress queue (so a slot's overflow is dropped rather than carried
     far into the next days); the CPU port stays unpaced, so that clock probes see no queue.
@@ -190,7 +191,8 @@ def _csv_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _write(cfg: RotorConfig, out: Path, points: list[Point], runs: list[dict[str, Any]],
-           allreduce: list[dict[str, Any]], ref: Point, interrupted: str | None) -> str:
+           allreduce: list[dict[str, Any]], ref: Point, interrupted: str | None,
+           engines: dict[str, dict[str, str]] | None = None) -> str:
     from controller.experiments.rotor_plots import plot_load, plot_rotor
 
     rows = aggregate(points, runs, cfg)
@@ -203,7 +205,8 @@ def _write(cfg: RotorConfig, out: Path, points: list[Point], runs: list[dict[str
     write_csv(out / "runs.csv", _csv_rows(runs))
     write_json(out / "results.json", {"config": dataclasses.asdict(cfg), "interrupted": interrupted, "cpu": cpu,
                                       "points": rows, "runs": runs, "allreduce": allreduce,
-                                      "allreduce_summary": summary, "allreduce_expected": expected})
+                                      "allreduce_summary": summary, "allreduce_expected": expected,
+                                      "engines": engines or {}})
     if rows:
         plot_rotor(rows, out / "rotor.png", title=f"round-robin fabric, {cfg.racks} racks, {cfg.target} target")
         plot_load(rows, out / "rotor-load.png")
@@ -285,7 +288,8 @@ def main(argv: list[str]) -> int:
     ref = next(p for p in points if p.sweep == "patterns")
     if report_only and out_arg is not None:
         stored = json.loads((out_arg / "results.json").read_text())
-        print(_write(cfg, out_arg, points, stored["runs"], stored["allreduce"], ref, stored.get("interrupted")))
+        print(_write(cfg, out_arg, points, stored["runs"], stored["allreduce"], ref, stored.get("interrupted"),
+                     stored.get("engines")))
         return 0
     shapes = list(dict.fromkeys(p.shape for p in points))
     try:  # before the results folder: a run refused for a busy machine leaves nothing
@@ -301,6 +305,7 @@ def main(argv: list[str]) -> int:
          f"{cfg.rate_mbps:g} Mb/s links ({cfg.line_pps:.0f} datagrams/s), then ring all-reduce")
     runs: list[dict[str, Any]] = []
     allreduce: list[dict[str, Any]] = []
+    engines: dict[str, dict[str, str]] = {}  # per fabric (repetition and shape), per switch
     interrupted = None
     t_start = time.monotonic()
     done, total = 0, len(points) * cfg.repetitions
@@ -309,10 +314,10 @@ def main(argv: list[str]) -> int:
             for rep in range(cfg.repetitions):
                 for shape in shapes:
                     mine = [p for p in points if p.shape == shape]
-                    with _fabric(cfg, shape[0], Path(tmp) / "logs" / f"{rep}-{shape[0]}-{shape[1]}") as fab:
-                        if rep == 0 and shape == shapes[0]:
-                            engines = fabric_engines(cfg.target, fab.log_dir, [s.name for s in fab.topo.switches])
-                            _say(f"switches run the {engines_text(engines)}")
+                    name = f"rep{rep + 1}-{shape[0]}+{shape[1]}us"
+                    with _fabric(cfg, shape[0], out / "logs" / name) as fab:
+                        engines[name] = fabric_engines(cfg.target, fab.log_dir, [s.name for s in fab.topo.switches])
+                        _say(f"{name}: switches run the {engines_text(engines[name])}")
                         for point in mine:
                             t0 = time.monotonic()
                             result = run_point(fab, cfg, point)
@@ -330,7 +335,7 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt as exc:
         interrupted = f"stopped by {exc or 'SIGINT'} after {len(runs)} of {total} runs; the emulation was torn down"
         _say(interrupted)
-    text = _write(cfg, out, points, runs, allreduce, ref, interrupted)
+    text = _write(cfg, out, points, runs, allreduce, ref, interrupted, engines)
     print()
     print(text)
     print()

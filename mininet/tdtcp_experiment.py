@@ -6,7 +6,8 @@ Per repetition: build the fabric (two circuit switches taking turns, the ToRs ho
 waits on the Python target), install the schedule, tell every host of both racks about TDN
 changes and start the controller's ticks; then, one after another, a transfer with the
 per-TDN transport, with the same transport on one shared state, and with kernel TCP CUBIC
-(iperf3). Results: results.json, runs.csv, table.txt, tdtcp.png.
+(iperf3). Results: results.json (with the engine each switch ran), runs.csv, table.txt,
+tdtcp.png, and each repetition's switch logs in logs/.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import contextlib
 import json
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -160,8 +160,9 @@ def _cubic(fab: EmulatedFabric, cfg: TdtcpConfig, port: int) -> dict[str, Any]:
             "error": doc.get("error")}
 
 
-def run_repetition(cfg: TdtcpConfig, rep: int, log_dir: Path | None = None) -> list[dict[str, Any]]:
-    """A fresh fabric and one transfer per transport; a row per transfer."""
+def run_repetition(cfg: TdtcpConfig, rep: int, log_dir: Path) -> list[dict[str, Any]]:
+    """A fresh fabric (its switch logs in ``log_dir``) and one transfer per transport; a row
+    per transfer, each with the engine every switch ran."""
     python = cfg.target == "python"
     sched = schedule(cfg)
     rows = []
@@ -169,12 +170,11 @@ def run_repetition(cfg: TdtcpConfig, rep: int, log_dir: Path | None = None) -> l
                         calendar_queues=python, switch_args=("--queue-depth", "256") if python else (),
                         switch_args_of=switch_args(cfg) if python else None, log_dir=log_dir) as fab:
         assert fab.live is not None and fab.schedule_epoch_us is not None
+        engines = fabric_engines(cfg.target, fab.log_dir, [s.name for s in fab.topo.switches])
+        _say(f"rep {rep + 1}: switches run the {engines_text(engines)}")
         install_notifications(fab.live, {"tor0": "all", "tor1": "all"})
         tors = [fab.live.switch("tor0"), fab.live.switch("tor1")]
-        names = [s.name for s in fab.topo.switches]
-        if rep == 0:
-            _say(f"switches run the {engines_text(fabric_engines(cfg.target, fab.log_dir, names))}")
-        cpu = fabric_cpu_sampler(fab, names)
+        cpu = fabric_cpu_sampler(fab, [s.name for s in fab.topo.switches])
         with Ticker(tors, sched, fab.schedule_epoch_us) as ticker:
             for k, transport in enumerate(cfg.transports):
                 t0 = time.monotonic()
@@ -188,6 +188,7 @@ def run_repetition(cfg: TdtcpConfig, rep: int, log_dir: Path | None = None) -> l
                      f"[{time.monotonic() - t0:.1f} s; {used[0].text()}]")
         for run in rows:
             run["ticks"] = ticker.sent
+            run["engines"] = engines
     return rows
 
 
@@ -216,9 +217,9 @@ def main(argv: list[str]) -> int:
     interrupted = None
     t_start = time.monotonic()
     try:
-        with interrupt_on_signals(), tempfile.TemporaryDirectory(prefix="mlfabric-tdtcp-") as tmp:
+        with interrupt_on_signals():
             for rep in range(cfg.repetitions):
-                runs += run_repetition(cfg, rep, Path(tmp) / f"logs-{rep}")
+                runs += run_repetition(cfg, rep, out / "logs" / f"rep{rep + 1}")
     except KeyboardInterrupt as exc:
         interrupted = f"stopped by {exc or 'SIGINT'} after {len(runs)} transfers; the emulation was torn down"
         _say(interrupted)

@@ -124,7 +124,9 @@ def generate(program: Program) -> tuple[str, NativeManifest]:
         actions, parser, checksums, ingress, egress, emit,
         f"#define HDR_MAX_BYTES {hdr_max}",
         runtime_source("rt_switch.c"),
+        runtime_source("rt_hold.c"),
         runtime_source("rt_io.c"),
+        runtime_source("rt_io_api.c"),
         runtime_source("rt_api.c"),
     ]
     learn_signed = {lid: tuple(layout.field(h, f).signed for h, f, _, _ in ll.fields)
