@@ -70,8 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, default=8.0, help="length of each transfer")
     p.add_argument("--day-ms", type=float, default=20.0, help="how long each TDN's circuit holds")
     p.add_argument("--gap-ms", type=float, default=1.0, help="darkness between the TDNs")
-    p.add_argument("--fast", type=_tdn, default=Tdn(16.0, 500), help="the fast TDN: RATE_MBPS/DELAY_US")
-    p.add_argument("--slow", type=_tdn, default=Tdn(2.0, 2500), help="the slow TDN: RATE_MBPS/DELAY_US")
+    p.add_argument("--fast", type=_tdn, default=Tdn(40.0, 500), help="the fast TDN: RATE_MBPS/DELAY_US")
+    p.add_argument("--slow", type=_tdn, default=Tdn(5.0, 2500), help="the slow TDN: RATE_MBPS/DELAY_US")
     p.add_argument("--transports", default=",".join(TRANSPORTS), help="among tdtcp, single, cubic")
     p.add_argument("--quick", action="store_true", help="1 repetition of 3 s (for tests)")
     return p

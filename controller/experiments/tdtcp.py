@@ -54,8 +54,8 @@ class TdtcpConfig:
     seconds: float = 8.0
     day_ms: float = 20.0
     gap_ms: float = 1.0
-    fast: Tdn = Tdn(16.0, 500)
-    slow: Tdn = Tdn(2.0, 2500)
+    fast: Tdn = Tdn(40.0, 500)
+    slow: Tdn = Tdn(5.0, 2500)
     host_rate_mbps: float = 40.0
     transports: tuple[str, ...] = TRANSPORTS
 
