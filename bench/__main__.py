@@ -100,11 +100,16 @@ def main(argv: list[str]) -> int:
                 rows.append(_row(f"added latency per hop, native engine, {q}", "us",
                                  vn[f"{q}_us"] - base[f"{q}_us"],
                                  (vb[f"{q}_us"] - base[f"{q}_us"]) if vb else None, goal))
-            nl = p4runtime_bench.native_load(2 if args.quick else 3)
+            nl = p4runtime_bench.native_load(3 if args.quick else 5)
             rows.append(_row("native: process start to rail_switch loaded, warm cache", "s",
                              nl["warm_s"], None, "< 0.5 s"))
+            for phase, ms in nl["phases"].items():  # where the warm start's time goes
+                rows.append(_row(f"... {phase}", "ms", ms, None, "report"))
             rows.append(_row("native: process start to rail_switch loaded, cold cache", "s",
                              nl["cold_s"], None, "report (the C compiler runs)"))
+            for phase in ("native: C generation", "native: C compiler"):
+                rows.append(_row(f"... {phase} (cold)", "ms", nl["cold_phases"].get(phase, 0.0), None,
+                                 "report"))
         print("[bench] forwarding and Writes during a 65,536-entry wildcard Read ...", flush=True)
         from bench import read_stall
 

@@ -24,18 +24,21 @@ from ctypes import (
     c_uint64,
     c_void_p,
 )
+from pathlib import Path
 from typing import Any
 
 from pybmv2.errors import EntryExistsError, EntryNotFoundError, InvalidEntryError, TargetError
 from pybmv2.externs import MeterRates
-from pybmv2.native.build import build
-from pybmv2.native.cpipeline import TableMeta
-from pybmv2.native.cprogram import NativeManifest, generate
+from pybmv2.native import cache
+from pybmv2.native.build import build, compiler
+from pybmv2.native.errors import NativeBuildError
+from pybmv2.native.manifest import NativeManifest, TableMeta
 from pybmv2.pre import Replica
 from pybmv2.program import Program
+from pybmv2.startup import StartupPhases
 from pybmv2.tables import ActionCall, IndirectIndex
 
-__all__ = ["Frames", "NativeEngine"]
+__all__ = ["Frames", "NativeEngine", "engine_library"]
 
 Frames = list[tuple[int, bytes]]
 M64 = (1 << 64) - 1
@@ -126,11 +129,45 @@ def _meter_cfg(rates: MeterRates | None, tokens: Sequence[float] | None) -> Any:
     return (c_double * 7)(rates.cir, rates.cburst, rates.pir, rates.pburst, p, c, t)
 
 
+def engine_library(program: Program, startup: StartupPhases | None = None
+                   ) -> tuple[Path, NativeManifest, bool]:
+    """The shared object and manifest of ``program``'s engine, and whether they came from
+    the cache's index (:mod:`~pybmv2.native.cache`) without generating any C.
+
+    On a miss the C is generated and built (or found by its content,
+    :func:`~pybmv2.native.build.build`) and the index entry written. Raises
+    NativeUnsupported for a program the engine cannot run, NativeBuildError without a
+    compiler or when it fails. The phases go to ``startup``.
+    """
+    cc = compiler()
+    if cc is None:
+        raise NativeBuildError("no C compiler: install gcc (Debian: apt-get install gcc "
+                               "libc6-dev) or set CC")
+    key = cache.index_key(program.source_sha256, cc) if program.source_sha256 else None
+    hit = cache.lookup(key) if key is not None else None
+    if startup is not None:
+        startup.lap("native: cache look-up")
+    if hit is not None:
+        return hit[0], hit[1], True
+    from pybmv2.native.cprogram import generate  # the generator, only when it is needed
+
+    source, manifest = generate(program)
+    if startup is not None:
+        startup.lap("native: C generation")
+    path = build(source)
+    if startup is not None:
+        startup.lap("native: C compiler")
+    if key is not None:
+        cache.store(key, path, manifest)
+    return path, manifest, False
+
+
 class NativeEngine:
     """One program compiled to C and one engine running it.
 
     The engine starts empty: :class:`~pybmv2.native.mirror.EngineMirror` applies a
     Program's defaults and const entries (and whatever P4Runtime wrote since).
+    ``startup`` gets the phases of building it (:func:`engine_library`, then ``dlopen``).
 
     Examples
     --------
@@ -146,11 +183,13 @@ class NativeEngine:
     >>> engine.close()
     """
 
-    def __init__(self, program: Program) -> None:
-        source, manifest = generate(program)
+    def __init__(self, program: Program, *, startup: StartupPhases | None = None) -> None:
+        path, manifest, cached = engine_library(program, startup)
         self.program = program
         self.manifest: NativeManifest = manifest
-        self.path = build(source)
+        self.path = path
+        #: the engine came from the cache's index, with no C generated
+        self.from_index = cached
         self._lib = load_library(str(self.path))
         self._ctx = self._lib.nx_create()
         if not self._ctx:
@@ -161,6 +200,8 @@ class NativeEngine:
         self._buf, self._ports, self._offs, self._lens = c_void_p(), c_void_p(), c_void_p(), \
             c_void_p()
         self._dig, self._nwords = c_void_p(), c_uint64()
+        if startup is not None:
+            startup.lap("native: dlopen")
 
     def close(self) -> None:
         if self._ctx:
