@@ -5,6 +5,8 @@ engine (table entries and defaults, profile members and groups, counters, regist
 meters, multicast groups and clone sessions) and the batch packet API. ctypes releases the
 GIL for the duration of every call, so :meth:`NativeEngine.process` runs outside it. State
 changes and ``process`` must not run concurrently: callers hold one lock (as V1Switch's).
+Pulls of what the data plane counted (:meth:`NativeEngine.pull_begin` and the ``*_take``
+calls) need no lock against ``process`` or the I/O thread.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "nx_entry_counters": (c_int, [c_void_p, c_int, c_int64, U64P, c_int]),
     "nx_entry_set_counters": (c_int, [c_void_p, c_int, c_int64, c_uint64, c_uint64]),
     "nx_entry_meter": (c_int, [c_void_p, c_int, c_int64, c_int, DP]),
+    "nx_pull_begin": (None, [c_void_p]),
     "nx_table_take": (c_int64, [c_void_p, c_int, I64P, U64P, DP, c_int64]),
     "nx_member_set": (c_int, [c_void_p, c_int, c_uint32, c_int32, U64P, c_int]),
     "nx_member_delete": (c_int, [c_void_p, c_int, c_uint32]),
@@ -307,12 +310,14 @@ class NativeEngine:
         return self._lib.nx_table_size(self._ctx, self.table(table).tid)
 
     def entry_counters(self, table: str, eid: int, *, reset: bool = False) -> tuple[int, int]:
+        """An entry's (packets, bytes) not taken yet (``reset``: take them)."""
         out = (c_uint64 * 2)()
         _check(self._lib.nx_entry_counters(self._ctx, self.table(table).tid, eid, out, reset),
                f"table {table!r}")
         return out[0], out[1]
 
     def entry_set_counters(self, table: str, eid: int, packets: int, nbytes: int) -> None:
+        """Make an entry's counts not taken yet read (packets, bytes)."""
         _check(self._lib.nx_entry_set_counters(self._ctx, self.table(table).tid, eid, packets,
                                                nbytes), f"table {table!r}")
 
@@ -323,15 +328,28 @@ class NativeEngine:
                                         rates is not None, _meter_cfg(rates, tokens)),
                f"table {table!r}")
 
+    def pull_begin(self) -> None:
+        """Start a pull of what the data plane changed: the ``*_take`` calls that follow
+        return what it changed up to now, read without the engine's lock (packets go on).
+
+        Pulls must not overlap each other or the calls that change state; the packet thread
+        is never waited for longer than the round it is running.
+        """
+        self._lib.nx_pull_begin(self._ctx)
+
     def table_take(self, table: str) -> list[tuple[int, int, int, tuple[float, float, float]]]:
-        """The entries packets hit since the last call: (id, packets, bytes, meter state);
-        their counters restart from zero."""
+        """The entries packets hit before the last :meth:`pull_begin` and not taken yet:
+        (id, packets, bytes since they were last taken, meter state)."""
         meta = self.table(table)
         cap = max(self._lib.nx_table_size(self._ctx, meta.tid), 1)
         eids, counts, meters = (c_int64 * cap)(), (c_uint64 * (2 * cap))(), (c_double * (3 * cap))()
-        n = self._lib.nx_table_take(self._ctx, meta.tid, eids, counts, meters, cap)
-        return [(eids[i], counts[2 * i], counts[2 * i + 1],
-                 (meters[3 * i], meters[3 * i + 1], meters[3 * i + 2])) for i in range(n)]
+        out: list[tuple[int, int, int, tuple[float, float, float]]] = []
+        while True:  # more than ``cap`` only after a pull that did not take everything
+            n = self._lib.nx_table_take(self._ctx, meta.tid, eids, counts, meters, cap)
+            out += [(eids[i], counts[2 * i], counts[2 * i + 1],
+                     (meters[3 * i], meters[3 * i + 1], meters[3 * i + 2])) for i in range(n)]
+            if n < cap:
+                return out
 
     # -- action profiles --------------------------------------------------------------------
 
@@ -370,11 +388,16 @@ class NativeEngine:
                                           packets, nbytes), f"counter {name!r}[{index}]")
 
     def counter_take(self, name: str, size: int) -> list[tuple[int, int, int]]:
-        """The cells counted since the last call: (index, packets, bytes), then zeroed."""
+        """The cells counted before the last :meth:`pull_begin` and not taken yet: (index,
+        packets, bytes since they were last taken)."""
         cap = max(size, 1)
         idx, counts = (c_uint32 * cap)(), (c_uint64 * (2 * cap))()
-        n = self._lib.nx_counter_take(self._ctx, self.manifest.counters[name], idx, counts, cap)
-        return [(idx[i], counts[2 * i], counts[2 * i + 1]) for i in range(n)]
+        out: list[tuple[int, int, int]] = []
+        while True:
+            n = self._lib.nx_counter_take(self._ctx, self.manifest.counters[name], idx, counts, cap)
+            out += [(idx[i], counts[2 * i], counts[2 * i + 1]) for i in range(n)]
+            if n < cap:
+                return out
 
     def register_read(self, name: str, index: int) -> int:
         out = (c_uint64 * 2)()
@@ -388,11 +411,17 @@ class NativeEngine:
                f"register {name!r}[{index}]")
 
     def register_take(self, name: str, size: int) -> list[tuple[int, int]]:
-        """The cells written since the last call: (index, value)."""
+        """The cells the data plane wrote before the last :meth:`pull_begin` and not taken
+        yet: (index, value)."""
         cap = max(size, 1)
         idx, vals = (c_uint32 * cap)(), (c_uint64 * (2 * cap))()
-        n = self._lib.nx_register_take(self._ctx, self.manifest.registers[name][0], idx, vals, cap)
-        return [(idx[i], vals[2 * i] | (vals[2 * i + 1] << 64)) for i in range(n)]
+        out: list[tuple[int, int]] = []
+        while True:
+            n = self._lib.nx_register_take(self._ctx, self.manifest.registers[name][0], idx, vals,
+                                           cap)
+            out += [(idx[i], vals[2 * i] | (vals[2 * i + 1] << 64)) for i in range(n)]
+            if n < cap:
+                return out
 
     def meter_set(self, name: str, index: int, rates: MeterRates | None,
                   tokens: Sequence[float] | None = None) -> None:
@@ -401,11 +430,16 @@ class NativeEngine:
                f"meter {name!r}[{index}]")
 
     def meter_take(self, name: str, size: int) -> list[tuple[int, tuple[float, float, float]]]:
-        """The meters executed since the last call: (index, (peak, committed, last))."""
+        """The meters executed before the last :meth:`pull_begin` and not taken yet:
+        (index, (peak, committed, last))."""
         cap = max(size, 1)
         idx, st = (c_uint32 * cap)(), (c_double * (3 * cap))()
-        n = self._lib.nx_meter_take(self._ctx, self.manifest.meters[name], idx, st, cap)
-        return [(idx[i], (st[3 * i], st[3 * i + 1], st[3 * i + 2])) for i in range(n)]
+        out: list[tuple[int, tuple[float, float, float]]] = []
+        while True:
+            n = self._lib.nx_meter_take(self._ctx, self.manifest.meters[name], idx, st, cap)
+            out += [(idx[i], (st[3 * i], st[3 * i + 1], st[3 * i + 2])) for i in range(n)]
+            if n < cap:
+                return out
 
     # -- the packet replication engine -----------------------------------------------------------
 

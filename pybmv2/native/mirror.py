@@ -13,12 +13,15 @@ plane touched, not what the tables hold.
 initial load, the resynchronisation after the Python engine ran packets (tracing), and the
 tests' oracle: with the observers attached it finds nothing to do.
 
-Every engine call is made under the engine's lock (:meth:`NativeEngine.locked`), so the
-I/O thread of process mode never runs a packet against a half-applied change.
+Every engine call that changes state is made under the engine's lock
+(:meth:`NativeEngine.locked`), so the I/O thread of process mode never runs a packet
+against a half-applied change. :meth:`EngineMirror.pull` takes no engine lock: a Read
+never holds up the I/O thread (:meth:`NativeEngine.pull_begin`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +74,9 @@ class EngineMirror:
         self._meters: dict[str, list[tuple[MeterCell | None, tuple[float, ...] | None]]] = {
             n: [(None, None)] * m.size for n, m in ext.meters.items()}
         self.ops = 0  # engine calls made by push(), for the tests' oracle
+        #: called by :meth:`pull` with each table's name once it is taken (tests pause a
+        #: pull there)
+        self.pull_hook: Callable[[str], None] | None = None
 
     # -- observers: every control-plane change, as it is made ------------------------------
 
@@ -296,29 +302,36 @@ class EngineMirror:
     # -- engine -> Python -------------------------------------------------------------------
 
     def pull(self) -> None:
-        """Bring what the data plane changed since the last pull into the Python objects."""
+        """Bring what the data plane changed since the last pull into the Python objects.
+
+        It takes no engine lock (:meth:`NativeEngine.pull_begin`): the I/O thread forwards
+        meanwhile, and what it counts during the pull is taken by the next one. The caller
+        keeps pulls apart from each other and from control-plane changes (the switch's
+        lock)."""
         engine = self.engine
         ext = self.program.externs
-        with engine.locked():
-            for name in self.program.tables:
-                by_eid = self._by_eid[name]
-                for eid, packets, nbytes, state in engine.table_take(name):
-                    k = by_eid[eid]
-                    k.entry.packets += packets
-                    k.entry.bytes += nbytes
-                    if k.entry.meter is not None:
-                        k.entry.meter._tokens[:] = state
-                        k.tokens = tuple(state)
-            for name, counter in ext.counters.items():
-                for i, packets, nbytes in engine.counter_take(name, counter.size):
-                    counter.packets[i] += packets
-                    counter.bytes[i] += nbytes
-            for name, reg in ext.registers.items():
-                for i, value in engine.register_take(name, reg.size):
-                    reg.values[i] = self._registers[name][i] = value
-            for name, meter in ext.meters.items():
-                for i, state in engine.meter_take(name, meter.size):
-                    cell = meter.cells[i]
-                    if cell is not None:
-                        cell._tokens[:] = state
-                        self._meters[name][i] = (cell, tuple(state))
+        engine.pull_begin()
+        for name in self.program.tables:
+            by_eid = self._by_eid[name]
+            for eid, packets, nbytes, state in engine.table_take(name):
+                k = by_eid[eid]
+                k.entry.packets += packets
+                k.entry.bytes += nbytes
+                if k.entry.meter is not None:
+                    k.entry.meter._tokens[:] = state
+                    k.tokens = tuple(state)
+            if self.pull_hook is not None:
+                self.pull_hook(name)
+        for name, counter in ext.counters.items():
+            for i, packets, nbytes in engine.counter_take(name, counter.size):
+                counter.packets[i] += packets
+                counter.bytes[i] += nbytes
+        for name, reg in ext.registers.items():
+            for i, value in engine.register_take(name, reg.size):
+                reg.values[i] = self._registers[name][i] = value
+        for name, meter in ext.meters.items():
+            for i, state in engine.meter_take(name, meter.size):
+                cell = meter.cells[i]
+                if cell is not None:
+                    cell._tokens[:] = state
+                    self._meters[name][i] = (cell, tuple(state))
