@@ -9,8 +9,9 @@ through a buffer and an eventfd, read by one Python thread that hands them to
 ``on_packet_in`` and ``on_digest``; :meth:`NativeIO.inject` takes packet-outs the other way.
 
 The I/O thread holds the engine's lock while it runs packets, so a control-plane change
-(made under :meth:`NativeEngine.locked`) lands between two rounds of at most
-64 frames per port.
+(each engine call that changes state takes the lock) lands between two rounds of at most
+64 frames per port. A Read's pull of the counts takes no lock
+(:meth:`NativeEngine.pull_begin`).
 """
 
 from __future__ import annotations

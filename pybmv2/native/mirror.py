@@ -13,10 +13,12 @@ plane touched, not what the tables hold.
 initial load, the resynchronisation after the Python engine ran packets (tracing), and the
 tests' oracle: with the observers attached it finds nothing to do.
 
-Every engine call that changes state is made under the engine's lock
-(:meth:`NativeEngine.locked`), so the I/O thread of process mode never runs a packet
-against a half-applied change. :meth:`EngineMirror.pull` takes no engine lock: a Read
-never holds up the I/O thread (:meth:`NativeEngine.pull_begin`).
+Every engine call that changes state takes the engine's lock in C, for that call only: the
+I/O thread of process mode never runs a packet against a half-made change, and never waits
+for the Python work of a Write (nor for the GIL it may wait for). One change may take a few
+calls (an entry, then its meter), as PI applies them on BMv2. :meth:`EngineMirror.push`
+holds the lock across all of its calls. :meth:`EngineMirror.pull` takes no engine lock at
+all (:meth:`NativeEngine.pull_begin`).
 """
 
 from __future__ import annotations
@@ -77,6 +79,9 @@ class EngineMirror:
         #: called by :meth:`pull` with each table's name once it is taken (tests pause a
         #: pull there)
         self.pull_hook: Callable[[str], None] | None = None
+        #: called with a table's name once an entry added to it reached the engine (tests
+        #: pause a Write there)
+        self.change_hook: Callable[[str], None] | None = None
 
     # -- observers: every control-plane change, as it is made ------------------------------
 
@@ -108,54 +113,47 @@ class EngineMirror:
     def entry_changed(self, table: MatchTable, old: TableEntry | None, new: TableEntry | None,
                       *, counters: bool = False) -> None:
         name = table.name
-        lib, ctx = self.engine._lib, self.engine._ctx
-        lib.nx_lock(ctx)  # engine.locked() without a generator: this runs on every Write
-        try:
-            if new is None:
-                assert old is not None
-                gone = self._entries[name].pop(old.handle, None)
-                if gone is not None:
-                    self.engine.table_delete(name, gone.eid)
-                    del self._by_eid[name][gone.eid]
-                return
-            k = self._entries[name].get(new.handle)
-            if k is None:
-                self._add(name, new)
-                return
-            self._update(name, k, new)
-            if counters:  # the engine's counts not pulled yet are overwritten too
-                self.engine.entry_set_counters(name, k.eid, 0, 0)
-        finally:
-            lib.nx_unlock(ctx)
+        if new is None:
+            assert old is not None
+            gone = self._entries[name].pop(old.handle, None)
+            if gone is not None:
+                self.engine.table_delete(name, gone.eid)
+                del self._by_eid[name][gone.eid]
+            return
+        k = self._entries[name].get(new.handle)
+        if k is None:
+            self._add(name, new)
+            if self.change_hook is not None:
+                self.change_hook(name)
+            return
+        self._update(name, k, new)
+        if counters:  # the engine's counts not pulled yet are overwritten too
+            self.engine.entry_set_counters(name, k.eid, 0, 0)
 
     def default_changed(self, table: MatchTable) -> None:
-        with self.engine.locked():
-            self._push_default(table.name, table)
+        self._push_default(table.name, table)
 
     def _profile_changed(self, profile: ActionProfile, kind: str, handle: int) -> None:
         pid, _ = self._profiles[id(profile)]
-        with self.engine.locked():
-            if kind == "member":
-                self._push_member(pid, profile, handle)
-            else:
-                self._push_group(pid, profile, handle)
+        if kind == "member":
+            self._push_member(pid, profile, handle)
+        else:
+            self._push_group(pid, profile, handle)
 
     def _pre_changed(self, kind: str, ident: int) -> None:
-        with self.engine.locked():
-            if kind == "group":
-                self._push_mgrp(ident)
-            elif kind == "session":
-                self._push_session(ident)
-            else:
-                self._push_pre()
+        if kind == "group":
+            self._push_mgrp(ident)
+        elif kind == "session":
+            self._push_session(ident)
+        else:
+            self._push_pre()
 
     def _counter_written(self, array: CounterArray, index: int) -> None:
-        with self.engine.locked():  # Python holds the value: the engine counts from zero
-            self.engine.counter_write(array.name, index, 0, 0)
+        # Python holds the value: the engine's counts not pulled yet are dropped
+        self.engine.counter_write(array.name, index, 0, 0)
 
     def _meter_configured(self, array: MeterArray, index: int) -> None:
-        with self.engine.locked():
-            self._push_meter(array.name, array, index)
+        self._push_meter(array.name, array, index)
 
     # -- Python -> engine, one object ---------------------------------------------------------
 

@@ -244,3 +244,39 @@ def test_a_pull_begun_and_not_taken_loses_nothing_and_trips_on_no_deleted_entry(
     assert _taken(engine) == {eids[0]: 0, eids[1]: 0}
     assert _taken(engine) == {}
     engine.close()
+
+
+def test_a_packet_is_forwarded_while_a_write_is_paused_between_engine_calls(rig: _Rig) -> None:
+    """A Write's Python work (here paused; in life, waiting for the GIL) holds no engine lock."""
+    paused, resume = threading.Event(), threading.Event()
+
+    def hold_the_write(table: str) -> None:
+        mirror = rig.switch.mirror
+        assert mirror is not None
+        mirror.change_hook = None
+        paused.set()
+        resume.wait(4 * STUCK)
+
+    assert rig.switch.mirror is not None
+    rig.switch.mirror.change_hook = hold_the_write
+    rule = TableRule("RailIngress.ipv4_lpm", {"hdr.ipv4.dst_addr": Lpm(0x0A000200, 24)},
+                     "RailIngress.set_nexthop", {"port": 2, "dmac": 4, "smac": 3})
+    req = p4runtime_pb2.WriteRequest(device_id=0)
+    req.updates.add(type=p4runtime_pb2.Update.INSERT).entity.table_entry.CopyFrom(
+        encode_rule(rig.schema, rule))
+    wrote: dict = {}
+    writer = threading.Thread(target=lambda: wrote.update(status=rig.dev.write(req)), daemon=True)
+    writer.start()
+    try:
+        assert paused.wait(STUCK), "the Write never reached the engine"
+        try:
+            rig.forward(0)
+        except TimeoutError:
+            pytest.fail("a packet waited for a Write's Python work")
+    finally:
+        resume.set()
+    writer.join(STUCK)
+    assert wrote["status"].code == 0
+    rig.outside[1].send(ethernet("00:00:00:00:0a:01", "00:00:00:00:00:01", 0x0800,
+                                 ipv4("10.255.0.1", "10.0.2.9", udp(1000, 80))))
+    assert rig.outside[2].recv(65536)[:6] == bytes.fromhex("000000000004")

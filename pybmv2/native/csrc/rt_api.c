@@ -1,5 +1,7 @@
 /* The engine's exported API, driven from Python through ctypes (pybmv2/native/engine.py).
- * Calls that change state must not run concurrently with nx_process (the caller locks).
+ * Every call that changes state takes the engine's lock (recursive: nx_lock may be held
+ * around several), so the packet thread never sees a half-made change, and never waits for
+ * more than one call's C. The caller keeps nx_process apart from them (it holds nx_lock).
  * Pulls (nx_pull_begin, then the *_take calls) need no lock against the packet thread,
  * only against each other and the calls that change state (the caller's own lock). */
 
@@ -90,7 +92,7 @@ static void set_indirect(entry_t *e, int kind, u32 handle) {
     e->ind_handle = handle;
 }
 
-NX_EXPORT i64 nx_table_add(void *h, int tid, const u64 *a, const u64 *b, int plen, i32 prio,
+static i64 do_table_add(void *h, int tid, const u64 *a, const u64 *b, int plen, i32 prio,
                            u64 seq, i32 action, const u64 *args, int nargs, int ind_kind,
                            u32 ind_handle) {
     table_t *t = tbl(h, tid);
@@ -103,7 +105,17 @@ NX_EXPORT i64 nx_table_add(void *h, int tid, const u64 *a, const u64 *b, int ple
     return id;
 }
 
-NX_EXPORT int nx_table_modify(void *h, int tid, i64 eid, i32 action, const u64 *args, int nargs,
+NX_EXPORT i64 nx_table_add(void *h, int tid, const u64 *a, const u64 *b, int plen, i32 prio,
+                           u64 seq, i32 action, const u64 *args, int nargs, int ind_kind,
+                           u32 ind_handle) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    i64 rc = do_table_add(h, tid, a, b, plen, prio, seq, action, args, nargs, ind_kind, ind_handle);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+static int do_table_modify(void *h, int tid, i64 eid, i32 action, const u64 *args, int nargs,
                               int ind_kind, u32 ind_handle) {
     table_t *t = tbl(h, tid);
     entry_t *e = t ? table_entry(t, eid) : NULL;
@@ -113,16 +125,41 @@ NX_EXPORT int nx_table_modify(void *h, int tid, i64 eid, i32 action, const u64 *
     return 0;
 }
 
-NX_EXPORT int nx_table_delete(void *h, int tid, i64 eid) {
+NX_EXPORT int nx_table_modify(void *h, int tid, i64 eid, i32 action, const u64 *args, int nargs,
+                              int ind_kind, u32 ind_handle) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_table_modify(h, tid, eid, action, args, nargs, ind_kind, ind_handle);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+static int do_table_delete(void *h, int tid, i64 eid) {
     table_t *t = tbl(h, tid);
     return t ? table_delete(t, eid) : NX_EINVAL;
 }
 
-NX_EXPORT int nx_table_set_default(void *h, int tid, i32 action, const u64 *args, int nargs) {
+NX_EXPORT int nx_table_delete(void *h, int tid, i64 eid) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_table_delete(h, tid, eid);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+static int do_table_set_default(void *h, int tid, i32 action, const u64 *args, int nargs) {
     table_t *t = tbl(h, tid);
     if (!t) return NX_EINVAL;
     set_call(&t->def, action, args, nargs);
     return 0;
+}
+
+NX_EXPORT int nx_table_set_default(void *h, int tid, i32 action, const u64 *args, int nargs) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_table_set_default(h, tid, action, args, nargs);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
 }
 
 NX_EXPORT i64 nx_table_size(void *h, int tid) {
@@ -154,13 +191,21 @@ NX_EXPORT int nx_entry_counters(void *h, int tid, i64 eid, u64 *out, int reset) 
 }
 
 /* make the counters not taken yet read (pkts, bytes) */
-NX_EXPORT int nx_entry_set_counters(void *h, int tid, i64 eid, u64 pkts, u64 bytes) {
+static int do_entry_set_counters(void *h, int tid, i64 eid, u64 pkts, u64 bytes) {
     table_t *t = tbl(h, tid);
     entry_t *e = t ? table_entry(t, eid) : NULL;
     if (!e) return NX_ENOENT;
     e->seen_pkts = LD(&e->pkts) - pkts;
     e->seen_bytes = LD(&e->bytes) - bytes;
     return 0;
+}
+
+NX_EXPORT int nx_entry_set_counters(void *h, int tid, i64 eid, u64 pkts, u64 bytes) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_entry_set_counters(h, tid, eid, pkts, bytes);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
 }
 
 /* meters: cfg = cir, cburst, pir, pburst, peak tokens, committed tokens, last update (s) */
@@ -182,12 +227,20 @@ static void meter_get(const meter_t *m, double *out) {
     out[2] = ld_f64(&m->last);
 }
 
-NX_EXPORT int nx_entry_meter(void *h, int tid, i64 eid, int configured, const double *cfg) {
+static int do_entry_meter(void *h, int tid, i64 eid, int configured, const double *cfg) {
     table_t *t = tbl(h, tid);
     entry_t *e = t ? table_entry(t, eid) : NULL;
     if (!e) return NX_ENOENT;
     meter_set(&e->meter, configured, cfg);
     return 0;
+}
+
+NX_EXPORT int nx_entry_meter(void *h, int tid, i64 eid, int configured, const double *cfg) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_entry_meter(h, tid, eid, configured, cfg);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
 }
 
 /* start a pull: the next generation of touched lists begins, and once the packet thread
@@ -234,7 +287,7 @@ static profile_t *prof(ctx_t *cx, int pid) {
     return (pid >= 0 && pid < NX_NP_REAL) ? &cx->profiles[pid] : NULL;
 }
 
-NX_EXPORT int nx_member_set(void *h, int pid, u32 handle, i32 action, const u64 *args, int nargs) {
+static int do_member_set(void *h, int pid, u32 handle, i32 action, const u64 *args, int nargs) {
     profile_t *p = prof(h, pid);
     if (!p) return NX_EINVAL;
     if (grow((void **)&p->m, &p->mcap, handle + 1, sizeof(member_t))) return NX_ENOMEM;
@@ -243,14 +296,30 @@ NX_EXPORT int nx_member_set(void *h, int pid, u32 handle, i32 action, const u64 
     return 0;
 }
 
-NX_EXPORT int nx_member_delete(void *h, int pid, u32 handle) {
+NX_EXPORT int nx_member_set(void *h, int pid, u32 handle, i32 action, const u64 *args, int nargs) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_member_set(h, pid, handle, action, args, nargs);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+static int do_member_delete(void *h, int pid, u32 handle) {
     profile_t *p = prof(h, pid);
     if (!p || handle >= p->mcap || !p->m[handle].present) return NX_ENOENT;
     p->m[handle].present = 0;
     return 0;
 }
 
-NX_EXPORT int nx_group_set(void *h, int pid, u32 handle, const u32 *members, u32 n) {
+NX_EXPORT int nx_member_delete(void *h, int pid, u32 handle) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_member_delete(h, pid, handle);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+static int do_group_set(void *h, int pid, u32 handle, const u32 *members, u32 n) {
     profile_t *p = prof(h, pid);
     if (!p) return NX_EINVAL;
     if (grow((void **)&p->g, &p->gcap, handle + 1, sizeof(group_t))) return NX_ENOMEM;
@@ -262,12 +331,28 @@ NX_EXPORT int nx_group_set(void *h, int pid, u32 handle, const u32 *members, u32
     return 0;
 }
 
-NX_EXPORT int nx_group_delete(void *h, int pid, u32 handle) {
+NX_EXPORT int nx_group_set(void *h, int pid, u32 handle, const u32 *members, u32 n) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_group_set(h, pid, handle, members, n);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+static int do_group_delete(void *h, int pid, u32 handle) {
     profile_t *p = prof(h, pid);
     if (!p || handle >= p->gcap || !p->g[handle].present) return NX_ENOENT;
     p->g[handle].present = 0;
     p->g[handle].n = 0;
     return 0;
+}
+
+NX_EXPORT int nx_group_delete(void *h, int pid, u32 handle) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_group_delete(h, pid, handle);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
 }
 
 /* ---- counters, registers, meters ------------------------------------------------------------ */
@@ -288,13 +373,21 @@ NX_EXPORT int nx_counter_read(void *h, int cid, u64 idx, u64 *out, int reset) {
 }
 
 /* make a cell's counts not taken yet read (pkts, bytes) */
-NX_EXPORT int nx_counter_write(void *h, int cid, u64 idx, u64 pkts, u64 bytes) {
+static int do_counter_write(void *h, int cid, u64 idx, u64 pkts, u64 bytes) {
     ctx_t *cx = h;
     if (cid < 0 || cid >= NX_NC_REAL || idx >= cx->counters[cid].size) return NX_EINVAL;
     counter_t *c = &cx->counters[cid];
     c->seen[2 * idx] = LD(&c->pkts[idx]) - pkts;
     c->seen[2 * idx + 1] = LD(&c->bytes[idx]) - bytes;
     return 0;
+}
+
+NX_EXPORT int nx_counter_write(void *h, int cid, u64 idx, u64 pkts, u64 bytes) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_counter_write(h, cid, idx, pkts, bytes);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
 }
 
 /* the cells counted in the generation a pull ended, with the counts since they were last
@@ -329,11 +422,19 @@ NX_EXPORT int nx_register_read(void *h, int rid, u64 idx, u64 *out) {
 }
 
 /* a control-plane write of a cell (under the engine's lock: the packet thread writes too) */
-NX_EXPORT int nx_register_write(void *h, int rid, u64 idx, u64 lo, u64 hi) {
+static int do_register_write(void *h, int rid, u64 idx, u64 lo, u64 hi) {
     ctx_t *cx = h;
     if (rid < 0 || rid >= NX_NR_REAL || idx >= cx->regs[rid].size) return NX_EINVAL;
     reg_store(&cx->regs[rid], idx, ((u128)hi << 64) | lo);
     return 0;
+}
+
+NX_EXPORT int nx_register_write(void *h, int rid, u64 idx, u64 lo, u64 hi) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_register_write(h, rid, idx, lo, hi);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
 }
 
 /* the cells written in the generation a pull ended, with their values (low and high
@@ -356,11 +457,19 @@ NX_EXPORT i64 nx_register_take(void *h, int rid, u32 *idx, u64 *vals, i64 cap) {
     return n;
 }
 
-NX_EXPORT int nx_meter_set(void *h, int mid, u64 idx, int configured, const double *cfg) {
+static int do_meter_set(void *h, int mid, u64 idx, int configured, const double *cfg) {
     ctx_t *cx = h;
     if (mid < 0 || mid >= NX_NM_REAL || idx >= cx->meters[mid].size) return NX_EINVAL;
     meter_set(&cx->meters[mid].m[idx], configured, cfg);
     return 0;
+}
+
+NX_EXPORT int nx_meter_set(void *h, int mid, u64 idx, int configured, const double *cfg) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_meter_set(h, mid, idx, configured, cfg);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
 }
 
 /* the meters executed in the generation a pull ended, with their state */
@@ -390,13 +499,21 @@ static int rlist_put(rlist_t **slot, const u32 *ports, const u32 *rids, u32 n, i
     return 0;
 }
 
-NX_EXPORT int nx_mgrp_set(void *h, u32 mgid, const u32 *ports, const u32 *rids, u32 n) {
+static int do_mgrp_set(void *h, u32 mgid, const u32 *ports, const u32 *rids, u32 n) {
     ctx_t *cx = h;
     if (mgid >= NX_MGIDS) return NX_EINVAL;
     return rlist_put(&cx->mg[mgid], ports, rids, n, 0);
 }
 
-NX_EXPORT int nx_mgrp_delete(void *h, u32 mgid) {
+NX_EXPORT int nx_mgrp_set(void *h, u32 mgid, const u32 *ports, const u32 *rids, u32 n) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_mgrp_set(h, mgid, ports, rids, n);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+static int do_mgrp_delete(void *h, u32 mgid) {
     ctx_t *cx = h;
     if (mgid >= NX_MGIDS || !cx->mg[mgid]) return NX_ENOENT;
     free(cx->mg[mgid]);
@@ -404,19 +521,44 @@ NX_EXPORT int nx_mgrp_delete(void *h, u32 mgid) {
     return 0;
 }
 
-NX_EXPORT int nx_session_set(void *h, u32 sid, const u32 *ports, const u32 *rids, u32 n,
+NX_EXPORT int nx_mgrp_delete(void *h, u32 mgid) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_mgrp_delete(h, mgid);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+static int do_session_set(void *h, u32 sid, const u32 *ports, const u32 *rids, u32 n,
                              i64 trunc) {
     ctx_t *cx = h;
     if (sid >= NX_SESSIONS) return NX_EINVAL;
     return rlist_put(&cx->ss[sid], ports, rids, n, trunc);
 }
 
-NX_EXPORT int nx_session_delete(void *h, u32 sid) {
+NX_EXPORT int nx_session_set(void *h, u32 sid, const u32 *ports, const u32 *rids, u32 n,
+                             i64 trunc) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_session_set(h, sid, ports, rids, n, trunc);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+static int do_session_delete(void *h, u32 sid) {
     ctx_t *cx = h;
     if (sid >= NX_SESSIONS || !cx->ss[sid]) return NX_ENOENT;
     free(cx->ss[sid]);
     cx->ss[sid] = NULL;
     return 0;
+}
+
+NX_EXPORT int nx_session_delete(void *h, u32 sid) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_session_delete(h, sid);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
 }
 
 /* ---- packets ------------------------------------------------------------------------------ */
