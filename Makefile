@@ -5,13 +5,17 @@ PY := $(VENV)/bin/python
 MLFABRIC := $(VENV)/bin/mlfabric
 PYTEST_ARGS ?=
 TARGET ?= $(or $(MLFABRIC_TARGET),python)
+# the Python target's packet engine for every switch process (mlfabric-switch --engine)
+ENGINE ?= $(or $(MLFABRIC_ENGINE),auto)
+export MLFABRIC_ENGINE := $(ENGINE)
 
 .DEFAULT_GOAL := help
 .PHONY: help setup run run-smoke run-rail-only run-checkmate run-rotor run-tdtcp run-topoopt model-rail-only test test-unit test-target test-emulation p4 bench p4c-samples lint typecheck doctor clean-net clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "  variables: TARGET=python|bmv2 (switch target), PYTEST_ARGS=..., EXPERIMENT_ARGS=..."
+	@echo "  variables: TARGET=python|bmv2 (switch target), ENGINE=auto|native|python (the Python target's"
+	@echo "             packet engine), PYTEST_ARGS=..., EXPERIMENT_ARGS=..."
 
 setup: ## install Debian packages, the virtual environment and Python dependencies (idempotent)
 	@tools/bootstrap.sh
@@ -39,8 +43,12 @@ model-rail-only: setup ## the analytical cost/power and iteration-time model: ta
 run-smoke: setup ## the Mininet smoke run: pipeline, rules and a ping between two hosts
 	@$(MLFABRIC) smoke --target $(TARGET)
 
-test: setup ## run every test tier this machine can run; prints why a tier is skipped
+test: setup ## run every test tier this machine can run (the emulation tier on both engines); prints why a tier is skipped
 	@MLFABRIC_TARGET=$(TARGET) $(PY) -m pytest $(PYTEST_ARGS)
+	@if [ "$(TARGET)" = python ] && [ "$(ENGINE)" = auto ] && [ -z "$(PYTEST_ARGS)" ]; then \
+		echo "make test: the emulation tier again, every switch on the Python engine (the fallback)"; \
+		MLFABRIC_ENGINE=python MLFABRIC_TARGET=python $(PY) -m pytest -m emulation; \
+	fi
 
 test-unit: setup ## only the unit tier
 	@MLFABRIC_TARGET=$(TARGET) $(PY) -m pytest -m unit $(PYTEST_ARGS)

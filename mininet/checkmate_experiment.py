@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from checkmate_job import CheckmateJob, train_iteration
+from cpu_sampler import CpuSampler, fabric_cpu_sampler
 from fabric_net import EmulatedFabric, check_free
+from switch_engines import engines_text, fabric_engines
 
 from controller.cli.output import format_table
 from controller.errors import MlfabricError
@@ -40,6 +42,7 @@ from controller.experiments.checkmate import (
     rotation,
 )
 from controller.experiments.checkmate_plots import plot_checkmate
+from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
 from controller.experiments.options import add_common_options, experiment_parser
 from controller.experiments.results import (
     interrupt_on_signals,
@@ -76,7 +79,7 @@ def _training(job: CheckmateJob, cfg: CheckmateConfig, conf: Configuration, ckpt
 
 
 def _run(job: CheckmateJob, cfg: CheckmateConfig, conf: Configuration, rep: int, work: Path,
-         rows: list[dict], shadow_events: dict[int, list[dict]]) -> None:
+         rows: list[dict], shadow_events: dict[int, list[dict]], cpu: CpuSampler) -> None:
     ckpt = work / f"ckpt-{rep}-{conf.checkpoint_every}"
     ckpt.mkdir(exist_ok=True)
     training = _training(job, cfg, conf, ckpt)
@@ -87,12 +90,17 @@ def _run(job: CheckmateJob, cfg: CheckmateConfig, conf: Configuration, rep: int,
                                                     report=work / f"shadow-{rep}.jsonl"))
         group = stack.enter_context(job.workers(f"workers-{rep}"))
         t0 = time.monotonic()
-        for it in range(cfg.iterations):
-            row = {"config": conf.name, "rep": rep, **train_iteration(group, training, it)}
-            rows.append(row)
-            if not row["ok"]:
-                _say(f"{conf.name} rep {rep}: iteration {it} FAILED: {row['error'][:120]}")
-                break
+        block: list[dict] = []
+        with cpu.measure() as used:
+            for it in range(cfg.iterations):
+                row = {"config": conf.name, "rep": rep, **train_iteration(group, training, it)}
+                rows.append(row)
+                block.append(row)
+                if not row["ok"]:
+                    _say(f"{conf.name} rep {rep}: iteration {it} FAILED: {row['error'][:120]}")
+                    break
+        for row in block:  # the block's CPU use on each of its iterations' rows
+            row.update(cpu_row(used[0]))
         if shadow is not None:
             shadow.wait_applied(cfg.iterations - 1, timeout_s=10)
     if shadow is not None:
@@ -100,7 +108,8 @@ def _run(job: CheckmateJob, cfg: CheckmateConfig, conf: Configuration, rep: int,
     ok = [r for r in rows if r["config"] == conf.name and r["rep"] == rep and r["ok"]]
     mean = sum(r["seconds"] for r in ok[1:]) / max(1, len(ok) - 1)
     _say(f"rep {rep} {conf.name:<16} {len(ok)} iterations, mean {mean * 1000:.1f} ms, "
-         f"loss {ok[0]['loss']:.3f} -> {ok[-1]['loss']:.3f} [{time.monotonic() - t0:.1f} s wall]" if ok else
+         f"loss {ok[0]['loss']:.3f} -> {ok[-1]['loss']:.3f} [{time.monotonic() - t0:.1f} s wall; {used[0].text()}]"
+         if ok else
          f"rep {rep} {conf.name}: no iteration completed")
 
 
@@ -185,6 +194,7 @@ def _report(cfg: CheckmateConfig, rows: list[dict], events: dict[int, list[dict]
     writes = sorted(r["checkpoint_s"] for r in rows if r.get("ok") and r.get("checkpoint_s"))
     summary["worker_checkpoint_ms"] = 1000 * writes[len(writes) // 2] if writes else None
     summary["recovery"] = recovery
+    summary["cpu"] = cpu_summary(rows)
     summary["claims"] = claims(summary)
     write_json(out / "summary.json", summary)
     digests = {r["digest"] for r in rows if r["ok"] and r["iteration"] == cfg.iterations - 1}
@@ -211,6 +221,8 @@ def _report(cfg: CheckmateConfig, rows: list[dict], events: dict[int, list[dict]
     if summary["worker_checkpoint_ms"] is not None:
         lines.append(f"a worker checkpoint (rank 0, {info['model_bytes']} B of parameters plus optimizer state, "
                      f"fsync'd) takes {summary['worker_checkpoint_ms']:.1f} ms (median)")
+    engines = f" ({engines_text(info['engines'])})" if info.get("engines") else ""
+    lines.append(f"switch CPU{engines}: {cpu_verdict(summary['cpu'])}")
     if info.get("interrupted"):
         lines.append(f"INTERRUPTED: {info['interrupted']}")
     if recovery:
@@ -232,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = experiment_parser("checkmate", __doc__)
     p.add_argument("--servers", type=int, default=4, help="worker servers (the shadow is one more)")
     p.add_argument("--rails", type=int, default=2, help="GPUs per server = rails")
-    p.add_argument("--rate-mbps", type=float, default=20.0, help="NIC link rate")
+    p.add_argument("--rate-mbps", type=float, default=100.0, help="NIC link rate")
     p.add_argument("--iterations", type=int, default=30, help="training iterations per run")
     p.add_argument("--hidden", type=int, default=256, help="hidden units of the MLP")
     p.add_argument("--batch", type=int, default=64, help="global batch")
@@ -305,6 +317,10 @@ def _experiment(cfg: CheckmateConfig, topo: Any, out: Path, rows: list[dict], ev
                  f"{', '.join(switches)}; mirrored legs: "
                  + ", ".join(f"{lg.leg.sender}->{lg.leg.receiver} ({len(lg.leg.steps)} sends)" for lg in program.legs))
             job = CheckmateJob(fab, program, work, worker_timeout_s=cfg.worker_timeout_s)
+            names = [s.name for s in topo.switches]
+            info["engines"] = fabric_engines(cfg.target, fab.log_dir, names)
+            _say(f"switches run the {engines_text(info['engines'])}")
+            cpu = fabric_cpu_sampler(fab, names)
             from workloads.checkmate.model import param_count
 
             info.update(params=param_count(ModelSpec(hidden=cfg.hidden, seed=cfg.seed, batch=cfg.batch)),
@@ -313,7 +329,7 @@ def _experiment(cfg: CheckmateConfig, topo: Any, out: Path, rows: list[dict], ev
             configs = configurations(cfg)
             for rep in range(cfg.repetitions):
                 for conf in rotation(configs, rep):
-                    _run(job, cfg, conf, rep, work, rows, events)
+                    _run(job, cfg, conf, rep, work, rows, events, cpu)
                 write_csv(out / "iterations.csv", rows)
             if cfg.recovery:
                 reference = {r["iteration"]: r["digest"] for r in rows

@@ -7,7 +7,8 @@ switch), then per point install the round-robin schedule on one epoch with the p
 routing and ToR behaviour (calendar queues hold, or drop as stock BMv2 does) and run a
 staircase of constant-rate UDP loads (workloads.paced_udp) on the point's pattern. Then, on
 the reference shape, ring all-reduce over real TCP (workloads' workers, one host per rack)
-with each routing. Results: results.json, runs.csv, table.txt, rotor.png, rotor-load.png.
+with each routing. Results: results.json (with the engine each switch ran), runs.csv,
+table.txt, rotor.png, rotor-load.png, and each fabric's switch logs in logs/.
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cpu_sampler import CpuSampler, fabric_cpu_sampler
 from fabric_net import EmulatedFabric, check_free
+from switch_engines import engines_text, fabric_engines
 
 from controller.errors import ConfigError, MlfabricError
+from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
 from controller.experiments.options import add_common_options, experiment_parser
 from controller.experiments.results import (
     interrupt_on_signals,
@@ -66,7 +70,7 @@ def _ip(rack: int) -> str:
     return f"10.200.{rack}.1"
 
 
-def _fabric(cfg: RotorConfig, slice_us: int) -> EmulatedFabric:
+def _fabric(cfg: RotorConfig, slice_us: int, log_dir: Path) -> EmulatedFabric:
     """The Python target paces its data ports at the link rate itself and keeps one slot's
     worth of packets per egress queue (so a slot's overflow is dropped rather than carried
     far into the next days); the CPU port stays unpaced, so that clock probes see no queue.
@@ -76,8 +80,8 @@ def _fabric(cfg: RotorConfig, slice_us: int) -> EmulatedFabric:
         depth = math.ceil(slice_us / 1e6 * cfg.line_pps) + 2
         paced = [arg for port in range(1, cfg.racks + 1) for arg in ("--queue-rate-port", f"{port}:{cfg.line_pps:.2f}")]
         return EmulatedFabric(topo, target="python", engine=cfg.engine, shape=False, publish=False, calendar_queues=True,
-                              switch_args=(*paced, "--queue-depth", str(depth)))
-    return EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, publish=False)
+                              switch_args=(*paced, "--queue-depth", str(depth)), log_dir=log_dir)
+    return EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, publish=False, log_dir=log_dir)
 
 
 def _reap(procs: list[subprocess.Popen]) -> None:
@@ -99,34 +103,40 @@ def run_point(fab: EmulatedFabric, cfg: RotorConfig, point: Point) -> dict[str, 
     levels = ",".join(f"{lv * cfg.line_pps:.3f}:{s}" for lv, s in zip(cfg.levels, seconds, strict=True))
     idle = schedule.cycle_us / 1e6 + 0.5  # a held packet may wait a whole cycle
     procs: list[subprocess.Popen] = []
-    try:
-        recvs = {d: fab.host(f"h{d}_0").popen(
-            [sys.executable, "-m", "workloads.paced_udp", "recv", _ip(d), "--seconds", f"{sum(seconds) + 0.5:.2f}",
-             "--idle", f"{idle:.2f}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for d in dests}
-        procs += recvs.values()
-        time.sleep(0.3)  # receivers bind before the first datagram
-        sends = {s: fab.host(f"h{s}_0").popen(
-            [sys.executable, "-m", "workloads.paced_udp", "send", str(s),
-             ",".join(_ip(d) for s2, d in pairs if s2 == s), "--levels", levels, "--size", str(cfg.payload_bytes)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for s in sources}
-        procs += sends.values()
-        sent: dict[int, list[int]] = {}
-        for s, p in sends.items():
-            out, err = p.communicate(timeout=sum(seconds) + 30)
-            if p.returncode:
-                raise MlfabricError(f"sender on rack {s} failed: {err.strip()[-300:]}")
-            sent[s] = json.loads(out)["sent"]
-        rows: list[list[float]] = []
-        for d, p in recvs.items():
-            out, err = p.communicate(timeout=sum(seconds) + idle + 30)
-            if p.returncode:
-                raise MlfabricError(f"receiver on rack {d} failed: {err.strip()[-300:]}")
-            rows += json.loads(out)["rows"]
-    finally:
-        _reap(procs)
+    with _cpu_sampler(fab).measure() as used:
+        try:
+            recvs = {d: fab.host(f"h{d}_0").popen(
+                [sys.executable, "-m", "workloads.paced_udp", "recv", _ip(d), "--seconds", f"{sum(seconds) + 0.5:.2f}",
+                 "--idle", f"{idle:.2f}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for d in dests}
+            procs += recvs.values()
+            time.sleep(0.3)  # receivers bind before the first datagram
+            sends = {s: fab.host(f"h{s}_0").popen(
+                [sys.executable, "-m", "workloads.paced_udp", "send", str(s),
+                 ",".join(_ip(d) for s2, d in pairs if s2 == s), "--levels", levels, "--size", str(cfg.payload_bytes)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for s in sources}
+            procs += sends.values()
+            sent: dict[int, list[int]] = {}
+            for s, p in sends.items():
+                out, err = p.communicate(timeout=sum(seconds) + 30)
+                if p.returncode:
+                    raise MlfabricError(f"sender on rack {s} failed: {err.strip()[-300:]}")
+                sent[s] = json.loads(out)["sent"]
+            rows: list[list[float]] = []
+            for d, p in recvs.items():
+                out, err = p.communicate(timeout=sum(seconds) + idle + 30)
+                if p.returncode:
+                    raise MlfabricError(f"receiver on rack {d} failed: {err.strip()[-300:]}")
+                rows += json.loads(out)["rows"]
+        finally:
+            _reap(procs)
     result = analyze_run(point, cfg.levels, sent, rows)
     result["worst_skew_us"] = max(c.skew_bound_us for c in clocks)
+    result.update(cpu_row(used[0]))
     return result
+
+
+def _cpu_sampler(fab: EmulatedFabric) -> CpuSampler:
+    return fabric_cpu_sampler(fab, [s.name for s in fab.topo.switches])
 
 
 def run_allreduce(fab: EmulatedFabric, cfg: RotorConfig, point: Point, workdir: Path) -> list[dict[str, Any]]:
@@ -146,17 +156,21 @@ def run_allreduce(fab: EmulatedFabric, cfg: RotorConfig, point: Point, workdir: 
 
     rows: list[dict[str, Any]] = []
     base = {"routing": point.routing, "calendar": point.calendar, "bytes": cfg.allreduce_bytes}
+    cpu = _cpu_sampler(fab)
     try:
         with WorkerGroup(popen, path, ranks, python=sys.executable) as group:
             for it in range(cfg.allreduce_iterations):
-                results = group.run({"op": "allreduce", "bytes": cfg.allreduce_bytes, "iter": it},
-                                    timeout=cfg.worker_timeout_s * 3)
+                with cpu.measure() as used:
+                    results = group.run({"op": "allreduce", "bytes": cfg.allreduce_bytes, "iter": it},
+                                        timeout=cfg.worker_timeout_s * 3)
                 ok = bool(results) and all(r.get("ok") for r in results)
                 errors = sorted({str(r["error"]) for r in results if r.get("error")})
                 rows.append({**base, "iter": it, "ok": ok, "error": "; ".join(errors)[:200],
-                             "seconds": max((float(r.get("seconds") or 0.0) for r in results), default=math.nan)})
+                             "seconds": max((float(r.get("seconds") or 0.0) for r in results), default=math.nan),
+                             **cpu_row(used[0])})
                 _say(f"all-reduce {point.routing}/{point.calendar} iter {it}: "
-                     + (f"{rows[-1]['seconds']:.2f} s" if ok else f"FAILED ({rows[-1]['error'][:80]})"))
+                     + (f"{rows[-1]['seconds']:.2f} s" if ok else f"FAILED ({rows[-1]['error'][:80]})")
+                     + f"  [{used[0].text()}]")
                 if not ok:
                     break
     except WorkloadError as exc:  # the mesh could not even connect (circuits never up for a SYN)
@@ -177,18 +191,22 @@ def _csv_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _write(cfg: RotorConfig, out: Path, points: list[Point], runs: list[dict[str, Any]],
-           allreduce: list[dict[str, Any]], ref: Point, interrupted: str | None) -> str:
+           allreduce: list[dict[str, Any]], ref: Point, interrupted: str | None,
+           engines: dict[str, dict[str, str]] | None = None) -> str:
     from controller.experiments.rotor_plots import plot_load, plot_rotor
 
     rows = aggregate(points, runs, cfg)
     summary = summarize_allreduce(allreduce)
     expected = {p.routing: allreduce_expectation(cfg, p) for p in (dataclasses.replace(ref, routing=r) for r in ROUTINGS)}
     text = report(cfg, rows, summary, expected, interrupted=interrupted)
+    cpu = cpu_summary([*runs, *allreduce])
+    text += f"\nswitch CPU: {cpu_verdict(cpu)}"
     (out / "table.txt").write_text(text + "\n")
     write_csv(out / "runs.csv", _csv_rows(runs))
-    write_json(out / "results.json", {"config": dataclasses.asdict(cfg), "interrupted": interrupted,
+    write_json(out / "results.json", {"config": dataclasses.asdict(cfg), "interrupted": interrupted, "cpu": cpu,
                                       "points": rows, "runs": runs, "allreduce": allreduce,
-                                      "allreduce_summary": summary, "allreduce_expected": expected})
+                                      "allreduce_summary": summary, "allreduce_expected": expected,
+                                      "engines": engines or {}})
     if rows:
         plot_rotor(rows, out / "rotor.png", title=f"round-robin fabric, {cfg.racks} racks, {cfg.target} target")
         plot_load(rows, out / "rotor-load.png")
@@ -217,8 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="traffic patterns, comma separated")
     p.add_argument("--levels", type=_floats, default=(0.1, 0.25, 0.5, 0.75, 1.0),
                    help="offered load per source, fractions of the link rate (the first is the delay probe)")
-    p.add_argument("--rate-mbps", type=float, default=3.0, help="circuit link rate")
-    p.add_argument("--allreduce-kb", type=int, default=128, help="ring all-reduce size, KiB")
+    p.add_argument("--rate-mbps", type=float, default=10.0,
+                   help="circuit link rate (at 30, both engines fall short of the expected throughput while "
+                        "the switches are nearly idle: the cause lies outside the switches)")
+    p.add_argument("--allreduce-kb", type=int, default=384, help="ring all-reduce size, KiB")
     p.add_argument("--allreduce-iterations", type=int, default=3, help="all-reduces per run")
     p.add_argument("--quick", action="store_true", help="one repetition of a small plan (for tests)")
     p.add_argument("--report-only", type=Path, default=None, metavar="DIR",
@@ -270,7 +290,8 @@ def main(argv: list[str]) -> int:
     ref = next(p for p in points if p.sweep == "patterns")
     if report_only and out_arg is not None:
         stored = json.loads((out_arg / "results.json").read_text())
-        print(_write(cfg, out_arg, points, stored["runs"], stored["allreduce"], ref, stored.get("interrupted")))
+        print(_write(cfg, out_arg, points, stored["runs"], stored["allreduce"], ref, stored.get("interrupted"),
+                     stored.get("engines")))
         return 0
     shapes = list(dict.fromkeys(p.shape for p in points))
     try:  # before the results folder: a run refused for a busy machine leaves nothing
@@ -286,6 +307,7 @@ def main(argv: list[str]) -> int:
          f"{cfg.rate_mbps:g} Mb/s links ({cfg.line_pps:.0f} datagrams/s), then ring all-reduce")
     runs: list[dict[str, Any]] = []
     allreduce: list[dict[str, Any]] = []
+    engines: dict[str, dict[str, str]] = {}  # per fabric (repetition and shape), per switch
     interrupted = None
     t_start = time.monotonic()
     done, total = 0, len(points) * cfg.repetitions
@@ -294,7 +316,10 @@ def main(argv: list[str]) -> int:
             for rep in range(cfg.repetitions):
                 for shape in shapes:
                     mine = [p for p in points if p.shape == shape]
-                    with _fabric(cfg, shape[0]) as fab:
+                    name = f"rep{rep + 1}-{shape[0]}+{shape[1]}us"
+                    with _fabric(cfg, shape[0], out / "logs" / name) as fab:
+                        engines[name] = fabric_engines(cfg.target, fab.log_dir, [s.name for s in fab.topo.switches])
+                        _say(f"{name}: switches run the {engines_text(engines[name])}")
                         for point in mine:
                             t0 = time.monotonic()
                             result = run_point(fab, cfg, point)
@@ -312,7 +337,7 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt as exc:
         interrupted = f"stopped by {exc or 'SIGINT'} after {len(runs)} of {total} runs; the emulation was torn down"
         _say(interrupted)
-    text = _write(cfg, out, points, runs, allreduce, ref, interrupted)
+    text = _write(cfg, out, points, runs, allreduce, ref, interrupted, engines)
     print()
     print(text)
     print()

@@ -2,7 +2,9 @@
 
 Mininet's TCIntf creates ``htb default 1`` with the kernel's default r2q of 10, so any
 rate above ~16 Mbit/s makes tc warn that the class quantum is too big (and rates below
-~1 Mbit/s that it is too small). Here r2q is chosen so that the quantum is about 10 kB.
+~1 Mbit/s that it is too small). Here r2q is chosen so that the quantum is about 10 kB. Mininet also refuses (and leaves
+unshaped, with a warning) any rate above 1 Gbit/s, which a fabric of 100 Mbit/s NICs reaches
+on its uplinks; htb shapes far beyond that, so the cap is raised to 100 Gbit/s.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ def htb_r2q(rate_mbps: float) -> int:
 
 
 class ShapedIntf(TCIntf):
+    #: Mbit/s; Mininet's TCIntf stops at 1000
+    bwParamMax = 100_000
+
     def bwCmds(self, bw=None, **kwargs):
         cmds, parent = super().bwCmds(bw=bw, **kwargs)
         if bw:

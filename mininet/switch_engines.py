@@ -22,7 +22,7 @@ def engine_from_log(text: str) -> str | None:
 
     >>> engine_from_log("x\\nINFO the native engine runs the ports\\n")
     'native'
-    >>> engine_from_log("engine auto: the Python engine runs the switch (--port-delay need it)\\n")
+    >>> engine_from_log("engine auto: the Python engine runs the switch (--pcap need it)\\n")
     'python'
     """
     found = None

@@ -6,7 +6,8 @@ Per repetition: build the fabric (two circuit switches taking turns, the ToRs ho
 waits on the Python target), install the schedule, tell every host of both racks about TDN
 changes and start the controller's ticks; then, one after another, a transfer with the
 per-TDN transport, with the same transport on one shared state, and with kernel TCP CUBIC
-(iperf3). Results: results.json, runs.csv, table.txt, tdtcp.png.
+(iperf3). Results: results.json (with the engine each switch ran), runs.csv, table.txt,
+tdtcp.png, and each repetition's switch logs in logs/.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cpu_sampler import fabric_cpu_sampler
 from fabric_net import EmulatedFabric, check_free
+from switch_engines import engines_text, fabric_engines
 
 from controller.errors import ConfigError, MlfabricError
+from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
 from controller.experiments.options import add_common_options, experiment_parser
 from controller.experiments.results import (
     interrupt_on_signals,
@@ -156,29 +160,35 @@ def _cubic(fab: EmulatedFabric, cfg: TdtcpConfig, port: int) -> dict[str, Any]:
             "error": doc.get("error")}
 
 
-def run_repetition(cfg: TdtcpConfig, rep: int) -> list[dict[str, Any]]:
-    """A fresh fabric and one transfer per transport; a row per transfer."""
+def run_repetition(cfg: TdtcpConfig, rep: int, log_dir: Path) -> list[dict[str, Any]]:
+    """A fresh fabric (its switch logs in ``log_dir``) and one transfer per transport; a row
+    per transfer, each with the engine every switch ran."""
     python = cfg.target == "python"
     sched = schedule(cfg)
     rows = []
     with EmulatedFabric(fabric(cfg), target=cfg.target, engine=cfg.engine, shape=True, publish=False, schedule=sched,
                         calendar_queues=python, switch_args=("--queue-depth", "256") if python else (),
-                        switch_args_of=switch_args(cfg) if python else None) as fab:
+                        switch_args_of=switch_args(cfg) if python else None, log_dir=log_dir) as fab:
         assert fab.live is not None and fab.schedule_epoch_us is not None
+        engines = fabric_engines(cfg.target, fab.log_dir, [s.name for s in fab.topo.switches])
+        _say(f"rep {rep + 1}: switches run the {engines_text(engines)}")
         install_notifications(fab.live, {"tor0": "all", "tor1": "all"})
         tors = [fab.live.switch("tor0"), fab.live.switch("tor1")]
+        cpu = fabric_cpu_sampler(fab, [s.name for s in fab.topo.switches])
         with Ticker(tors, sched, fab.schedule_epoch_us) as ticker:
             for k, transport in enumerate(cfg.transports):
                 t0 = time.monotonic()
                 port = 6200 + 10 * rep + k
-                run = _cubic(fab, cfg, port) if transport == "cubic" else _userspace(fab, cfg, transport, port)
-                run.update(rep=rep, transport=transport, epoch_us=fab.schedule_epoch_us)
+                with cpu.measure() as used:
+                    run = _cubic(fab, cfg, port) if transport == "cubic" else _userspace(fab, cfg, transport, port)
+                run.update(rep=rep, transport=transport, epoch_us=fab.schedule_epoch_us, **cpu_row(used[0]))
                 rows.append(run)
                 _say(f"rep {rep + 1} {transport}: {run['goodput_mbps']:.2f} Mb/s "
                      f"(capacity {capacity_mbps(cfg):.2f}){'' if run['complete'] else ', INCOMPLETE'} "
-                     f"[{time.monotonic() - t0:.1f} s]")
+                     f"[{time.monotonic() - t0:.1f} s; {used[0].text()}]")
         for run in rows:
             run["ticks"] = ticker.sent
+            run["engines"] = engines
     return rows
 
 
@@ -209,14 +219,17 @@ def main(argv: list[str]) -> int:
     try:
         with interrupt_on_signals():
             for rep in range(cfg.repetitions):
-                runs += run_repetition(cfg, rep)
+                runs += run_repetition(cfg, rep, out / "logs" / f"rep{rep + 1}")
     except KeyboardInterrupt as exc:
         interrupted = f"stopped by {exc or 'SIGINT'} after {len(runs)} transfers; the emulation was torn down"
         _say(interrupted)
     text, summary, figure = report(cfg, runs, out)
-    write_run(out, text, {"config": cfg, "summary": summary, "runs": runs, "interrupted": interrupted,
+    cpu = cpu_summary(runs)
+    text += f"\nswitch CPU: {cpu_verdict(cpu)}"
+    write_run(out, text, {"config": cfg, "summary": summary, "runs": runs, "interrupted": interrupted, "cpu": cpu,
                           "notification_latency_us": notification_latencies(runs)},
-              [{k: v for k, v in r.items() if k in ("rep", "transport", "goodput_mbps", "complete")} for r in runs])
+              [{k: v for k, v in r.items() if k in ("rep", "transport", "goodput_mbps", "complete", "switch_cpu",
+                                                    "busiest_switch", "switches_cores", "machine_cpu")} for r in runs])
     _say(f"wrote {out}/results.json, runs.csv, table.txt, {figure.name} ({time.monotonic() - t_start:.0f} s)")
     return 130 if interrupted else 0
 

@@ -15,15 +15,30 @@ import itertools
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from pybmv2.program import Program
 
-__all__ = ["CalendarQueue", "release_slot"]
+__all__ = ["HOLD_LINES", "CalendarQueue", "HoldCounts", "release_slot"]
 
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
+
+#: the extensions that hold packets, as :meth:`pybmv2.daemon.SwitchDaemon.hold_counts` names them
+HOLD_LINES = ("calendar", "port-delay", "port-ingress-delay")
+
+
+@dataclass(frozen=True, slots=True)
+class HoldCounts:
+    """What one holding extension did: items held, released, and waiting now (and, on the
+    native engine, refused for want of memory)."""
+
+    held: int = 0
+    released: int = 0
+    waiting: int = 0
+    dropped: int = 0
 
 
 def release_slot(program: Program | None, field: str) -> int | None:
@@ -56,6 +71,7 @@ class CalendarQueue(Generic[T]):
         self._cond = threading.Condition()
         self._stop = False
         self.held = 0
+        self.released = 0
         self._thread = threading.Thread(target=self._run, name="calendar", daemon=True)
 
     def start(self) -> None:
@@ -66,6 +82,10 @@ class CalendarQueue(Generic[T]):
             heapq.heappush(self._heap, (release_us, next(self._seq), job))
             self.held += 1
             self._cond.notify()
+
+    def counts(self) -> HoldCounts:
+        with self._cond:
+            return HoldCounts(self.held, self.released, len(self._heap))
 
     def stop(self) -> None:
         with self._cond:
@@ -83,6 +103,7 @@ class CalendarQueue(Generic[T]):
                     now = self._now_us()
                     if self._heap and self._heap[0][0] <= now:
                         _, _, job = heapq.heappop(self._heap)
+                        self.released += 1
                         break
                     wait = None if not self._heap else (self._heap[0][0] - now) / 1e6
                     self._cond.wait(wait)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from pybmv2.daemon import ENGINES
 from pybmv2.errors import TargetError
 
 __all__ = ["main"]
@@ -83,10 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port-ingress-delay", type=_port_delay, action="append", default=[], metavar="PORT:US",
                    help="extension (not in BMv2): delay every frame this port receives by US microseconds (the "
                         "other direction of a link to a host)")
-    p.add_argument("--engine", choices=("auto", "native", "python"), default="auto",
+    p.add_argument("--engine", choices=ENGINES, default=None,
                    help="packet engine: native runs the program compiled to C, with its own I/O "
-                        "thread; python the interpreter; auto (default) native where it can run "
-                        "the program and the options, else python, logging why")
+                        "thread; python the interpreter; auto native where it can run the program "
+                        "and the options, else python, logging why (default: $MLFABRIC_ENGINE, else auto)")
     p.add_argument("--calendar-queue", default=None, metavar="FIELD",
                    help="extension (not in BMv2): hold each packet until the switch-clock time (us) in "
                         "this metadata field, e.g. release_us (OpenOptics' calendar queues)")
@@ -94,6 +96,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="extension (not in BMv2, which refuses such sessions): a clone session's "
                         "packet_length_bytes truncates its clones")
     return p
+
+
+def default_engine(environ: Mapping[str, str] = os.environ) -> str:
+    """The engine when ``--engine`` is not given: ``$MLFABRIC_ENGINE``, else ``auto``.
+
+    >>> default_engine({}), default_engine({"MLFABRIC_ENGINE": "python"})
+    ('auto', 'python')
+    """
+    value = environ.get("MLFABRIC_ENGINE") or "auto"
+    if value not in ENGINES:
+        raise TargetError(f"MLFABRIC_ENGINE={value!r}: choose one of {', '.join(ENGINES)}")
+    return value
 
 
 def _options(args: argparse.Namespace):
@@ -122,7 +136,7 @@ def _options(args: argparse.Namespace):
         port_ingress_delays=dict(args.port_ingress_delay),
         clone_truncation=args.clone_truncation,
         log_console=log_level(args) in ("trace", "debug"),
-        engine=args.engine,
+        engine=args.engine or default_engine(),
     )
 
 

@@ -3,8 +3,9 @@
 On the Python engine, the I/O thread waits on every port's socket and runs received frames
 through ingress; the egress queues' worker runs egress and transmits. On the native engine
 (``engine="native"``, or ``"auto"`` where it can run the program) the engine's own C thread
-does all of that (:mod:`pybmv2.native.io`) and the Python loop stands by; each pipeline
-change stops it and starts one on the new program's engine, or hands the ports back to the
+does all of that (:mod:`pybmv2.native.io`), the holding extensions (calendar queue, port
+delays) included, and the Python loop stands by; each pipeline change stops it (what it held
+is dropped) and starts one on the new program's engine, or hands the ports back to the
 Python loop. Frames for the CPU port become P4Runtime packet-ins; packet-outs enter ingress
 on the CPU port, as on simple_switch_grpc.
 """
@@ -17,7 +18,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pybmv2.calendar import CalendarQueue, release_slot
+from pybmv2.calendar import HOLD_LINES, CalendarQueue, HoldCounts, release_slot
 from pybmv2.errors import PacketIOError, TargetError
 from pybmv2.pcap import PcapWriter
 from pybmv2.ports import Port, PortSpec
@@ -62,16 +63,13 @@ class DaemonOptions:
 
 
 def python_only_features(options: DaemonOptions) -> list[str]:
-    """The options given that only the Python engine implements (tracing, pcap, extensions).
+    """The options given that only the Python engine implements (tracing, pcap).
 
     >>> python_only_features(DaemonOptions(log_console=True, port_delays={1: 5}))
-    ['--log-console (packet tracing)', '--port-delay']
+    ['--log-console (packet tracing)']
     """
     wanted = [(options.log_console, "--log-console (packet tracing)"),
-              (options.pcap_dir is not None, "--pcap"),
-              (options.calendar_field is not None, "--calendar-queue"),
-              (bool(options.port_delays), "--port-delay"),
-              (bool(options.port_ingress_delays), "--port-ingress-delay")]
+              (options.pcap_dir is not None, "--pcap")]
     return [name for on, name in wanted if on]
 
 
@@ -180,13 +178,28 @@ class SwitchDaemon:
         if not self._serving or not isinstance(sw, NativeSwitch) or sw.native is None:
             return
         opts = self.options
+        slot = (release_slot(sw.native.program, opts.calendar_field)
+                if opts.calendar_field is not None else None)
         self.native_io = NativeIO(
             sw.native, {n: p.fileno() for n, p in self.ports.items()}, start_ns=sw._start_ns,
             cpu_port=opts.cpu_port, on_packet_in=self._packet_in, on_digest=sw.deliver_digest,
-            depth=opts.queue_depth, rate_pps=opts.queue_rate_pps, port_rates=opts.port_rates)
+            depth=opts.queue_depth, rate_pps=opts.queue_rate_pps, port_rates=opts.port_rates,
+            calendar_slot=slot, port_delays=opts.port_delays,
+            port_ingress_delays=opts.port_ingress_delays)
         if sw.startup is not None:
             sw.startup.lap("native: I/O thread start")
         log.info("the native engine runs the ports")
+
+    def hold_counts(self) -> dict[str, HoldCounts]:
+        """What the holding extensions (:data:`~pybmv2.calendar.HOLD_LINES`) of the engine
+        running the ports did: the Python engine's since the start, the native engine's since
+        its I/O thread took the ports (the last pipeline change)."""
+        with self.switch.lock:
+            if self.native_io is not None:
+                return self.native_io.holds()
+        lines = (self.calendar, self.delay_line, self.ingress_line)
+        return {name: line.counts() if line is not None else HoldCounts()
+                for name, line in zip(HOLD_LINES, lines, strict=True)}
 
     def _stop_native_io(self) -> None:
         nio, self.native_io = self.native_io, None

@@ -88,7 +88,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     tr = terminalreporter
     tr.section("mlfabric test tiers")
-    tr.write_line(f"target: {config.getoption('--target')}")
+    tr.write_line(f"target: {config.getoption('--target')}"
+                  + (f", switch processes' engine: {os.environ.get('MLFABRIC_ENGINE') or 'auto'}"
+                     if config.getoption("--target") == "python" else ""))
     for tier in TIERS:
         reasons = _skipped.get(tier, [])
         if not reasons:

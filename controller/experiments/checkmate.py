@@ -55,7 +55,7 @@ class CheckmateConfig:
 
     servers: int = 4
     rails: int = 2
-    rate_mbps: float = 20.0
+    rate_mbps: float = 100.0
     iterations: int = 30
     repetitions: int = 5
     hidden: int = 256

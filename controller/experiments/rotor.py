@@ -69,7 +69,7 @@ class RotorConfig:
     engine: str | None = None
     racks: int = 4
     repetitions: int = 3
-    rate_mbps: float = 3.0
+    rate_mbps: float = 10.0
     payload_bytes: int = 1200
     #: slice sweep (ms), each with a night of ``night_fraction`` of it; the reference
     #: slice (OpenOptics' Mininet default) is also the duty-cycle sweep's
@@ -83,7 +83,7 @@ class RotorConfig:
     levels: tuple[float, ...] = (0.1, 0.25, 0.5, 0.75, 1.0)
     probe_seconds: float = 1.5
     level_seconds: float = 1.0
-    allreduce_bytes: int = 128 << 10
+    allreduce_bytes: int = 384 << 10
     allreduce_iterations: int = 3
     worker_timeout_s: float = 20.0
 

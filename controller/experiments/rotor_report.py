@@ -75,7 +75,7 @@ REFERENCES: tuple[dict[str, str], ...] = (
      "source": "TritonNetworking/rotornet Figure7_prototype/PlotFig7.m (y axis 0..7, 'One-hop forwarding' = 1)"},
     {"system": "RotorNet (SIGCOMM'17)", "figure": "schedule shape of the models",
      "reported": "200 us slots, 90% duty cycle, 10 Gb/s links; two-hop traffic already queued is served first",
-     "ours": "16/32/64 ms slices, duty 0.5..0.91, 3 Mb/s links; no priority for transit traffic",
+     "ours": "16/32/64 ms slices, duty 0.5..0.91, {rate} Mb/s links; no priority for transit traffic",
      "source": "TritonNetworking/rotornet Figure10_flowCompletionTime/RotorNet_FCTmodel/RotorLB_8racks_RLhost_FCT_Serial.m"},
     {"system": "OpenOptics (NSDI'26)", "figure": "Mininet backend schedule",
      "reported": "32 ms slices in the quickstart (defaults 128 ms slices, 25 ms guardband); whole ms only, >= 1 ms",
@@ -94,8 +94,10 @@ REFERENCES: tuple[dict[str, str], ...] = (
 )
 
 
-def reference_table() -> str:
-    return format_table(list(REFERENCES), ["system", "figure", "reported", "ours", "source"])
+def reference_table(rate_mbps: float) -> str:
+    """The anchors beside this run (its link rate filled in)."""
+    rows = [{**r, "ours": r["ours"].replace("{rate}", f"{rate_mbps:g}")} for r in REFERENCES]
+    return format_table(rows, ["system", "figure", "reported", "ours", "source"])
 
 
 def report(cfg: RotorConfig, rows: Sequence[Mapping[str, Any]], allreduce: Sequence[Mapping[str, Any]],
@@ -117,5 +119,5 @@ def report(cfg: RotorConfig, rows: Sequence[Mapping[str, Any]], allreduce: Seque
     if allreduce:
         lines += [f"Ring all-reduce of {cfg.allreduce_bytes // 1024} KiB over real TCP, one host per rack:",
                   allreduce_table(allreduce, allreduce_expected), ""]
-    lines += ["What RotorNet and OpenOptics report for the same schedule shapes:", reference_table()]
+    lines += ["What RotorNet and OpenOptics report for the same schedule shapes:", reference_table(cfg.rate_mbps)]
     return "\n".join(lines)

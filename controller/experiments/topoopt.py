@@ -44,10 +44,10 @@ class TopoOptConfig:
     engine: str | None = None
     servers: int = 16
     degrees: tuple[int, ...] = (2, 3, 4)
-    rate_mbps: float = 10.0
+    rate_mbps: float = 25.0
     repetitions: int = 3
-    allreduce_bytes: int = 512 * 1024
-    alltoall_bytes: int = 256 * 1024
+    allreduce_bytes: int = 1280 * 1024
+    alltoall_bytes: int = 640 * 1024
 
     def __post_init__(self) -> None:
         def bad(key: str, value: object, problem: str) -> ConfigError:

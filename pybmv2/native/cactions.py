@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from pybmv2.layout import PhvLayout
+from pybmv2.expressions import unwrap
 from pybmv2.native.ccalc import calc_call
 from pybmv2.native.cctx import GenCtx, index_code
 from pybmv2.native.cexpr import ExprGen
-from pybmv2.native.cphv import HeaderRef, header_slots, slot_type, store_field, store_raw
+from pybmv2.native.cheaders import (
+    add_header,
+    assign_header,
+    assign_stack,
+    assign_union,
+    per_header,
+    remove_header,
+    set_validity,
+    stack_shift,
+)
+from pybmv2.native.cphv import slot_type, store_field, store_raw
 from pybmv2.native.cvalues import Val, cast, ctype_for
 from pybmv2.native.errors import NativeUnsupported
 from pybmv2.program import DROP_PORT
@@ -18,39 +28,32 @@ __all__ = ["action_functions", "assign_varbit", "primitive"]
 MIRROR_VALID = 1 << 15
 
 
-def _per_header(ref: HeaderRef, body: Any) -> list[str]:
-    """``body(header id)`` for the header ``ref`` denotes (a switch when it is dynamic)."""
-    cases = ref.cases()
-    if len(cases) == 1:
-        return body(cases[0][1])
-    out = [f"switch ({ref.sel}) {{"]
-    for i, (_, hid) in enumerate(cases):
-        out += [f"case {i}: {{", *("    " + line for line in body(hid)), "    break;", "}"]
-    out.append("}")
-    return out
-
-
-def _copy_header(layout: PhvLayout, dst: int, src: int) -> list[str]:
-    d, r = layout.headers[dst], layout.headers[src]
-    if d.nslots != r.nslots:
-        raise NativeUnsupported(f"copying header {r.name} to {d.name} of another layout")
-    lines = [f"p->v.f{a} = p->v.f{b};" for a, b in zip(header_slots(d), header_slots(r),
-                                                      strict=True)]
-    return [*lines, f"p->valid[{dst}] = p->valid[{src}];"]
-
-
 def _assign(g: GenCtx, eg: ExprGen, dst: dict[str, Any], src: dict[str, Any] | Val) -> list[str]:
-    """``_writer_for(dst)(value)``: a field store or a validity change."""
-    if dst.get("type") != "field":
-        raise NativeUnsupported(f"assignment to {dst}")
-    header, name = dst["value"]
-    if name == "$valid$":
-        hid = g.layout.header(header).id
-        truth = eg.truth(src) if isinstance(src, dict) else f"({src.code} != 0)"
-        return [f"p->valid[{hid}] = {truth};"]
-    slot = g.layout.field(header, name)
-    v = eg.modular(src, slot.width) if isinstance(src, dict) else src
-    return [store_field(slot, v)]
+    """``compile_field_writer(dst)(value)``: a field store, a validity change, or a store
+    into a field of a header chosen at run time (``access_field``)."""
+    dst = unwrap(dst)
+    kind = dst.get("type")
+    value: Any = dst.get("value")
+    if kind == "field":
+        header, name = value
+        if name == "$valid$":
+            truth = eg.truth(src) if isinstance(src, dict) else f"({src.code} != 0)"
+            return set_validity(g.layout, g.layout.header(header).id, truth)
+        slot = g.layout.field(header, name)
+        v = eg.modular(src, slot.width) if isinstance(src, dict) else src
+        return [store_field(slot, v)]
+    if kind == "expression" and value.get("op") == "access_field":
+        offset = int(value["right"])
+        ref = eg.header_ref(value["left"])
+        slots = {h: g.layout.headers[h].fields[offset] for h in ref.ids}
+        src_v = eg.modular(src, max(s.width for s in slots.values())) \
+            if isinstance(src, dict) else src
+        t = eg.temp()  # the value first, then the header (as the Python engine)
+        held = Val(t, src_v.ty, src_v.lo, src_v.hi, src_v.mod)
+        return [f"{{ {src_v.ty} {t} = {src_v.code};",
+                *("    " + x for x in per_header(ref, lambda h: [store_field(slots[h], held)])),
+                "}"]
+    raise NativeUnsupported(f"assignment to {dst}")
 
 
 def _varbit_ref(g: GenCtx, operand: dict[str, Any]) -> tuple[int, int, str]:
@@ -73,28 +76,6 @@ def assign_varbit(g: GenCtx, dst: dict[str, Any], src: dict[str, Any]) -> list[s
     return [f"p->v.f{d} = p->v.f{r};", f"p->v.f{d_len} = p->v.f{r_len};"]
 
 
-def _stack_shift(g: GenCtx, eg: ExprGen, op: str, params: list[dict[str, Any]]) -> list[str]:
-    stack = g.layout.stack(params[0]["value"])
-    count = eg.exact(params[1])
-    if not count.is_const or count.lo < 0:
-        raise NativeUnsupported(f"{op} of header stack {stack.name} by a non-constant count")
-    n, ids, size = count.lo, stack.header_ids, len(stack.header_ids)
-    lines: list[str] = []
-    order = range(size - 1, -1, -1) if op == "push" else range(size)
-    for i in order:
-        src = i - n if op == "push" else i + n
-        if 0 <= src < size:
-            lines += _copy_header(g.layout, ids[i], ids[src])
-        else:
-            lines.append(f"p->valid[{ids[i]}] = 0;")
-    sn = f"p->sn[{stack.id}]"
-    if op == "push":
-        lines.append(f"{sn} = {sn} + {n} < {size} ? {sn} + {n} : {size};")
-    else:
-        lines.append(f"{sn} = {sn} - {n} > 0 ? {sn} - {n} : 0;")
-    return lines
-
-
 def primitive(g: GenCtx, eg: ExprGen, prim: dict[str, Any]) -> list[str]:
     """The C statements of one primitive (``goto L<n>`` for the ``_jump`` family)."""
     op = prim.get("op")
@@ -103,25 +84,17 @@ def primitive(g: GenCtx, eg: ExprGen, prim: dict[str, Any]) -> list[str]:
     if op == "assign":
         return _assign(g, eg, params[0], params[1])
     if op == "assign_header":
-        dst, src = eg.header_ref(params[0]), eg.header_ref(params[1])
-        return _per_header(dst, lambda d: _per_header(src, lambda r: _copy_header(layout, d, r)))
-    if op in ("add_header", "add_header_fast", "remove_header"):
-        ref = eg.header_ref(params[0])
-
-        def change(hid: int) -> list[str]:
-            hl = layout.headers[hid]
-            size = str(hl.nbytes) if hl.length_index is None else \
-                f"(i64)(({hl.nbits} + p->v.f{hl.length_index}) / 8)"  # a varbit's current size
-            if op == "remove_header":
-                return [f"if (p->valid[{hid}]) {{ p->pkt_len -= {size}; p->valid[{hid}] = 0; }}"]
-            zero = [f"memset(&p->v.f{s.index}, 0, sizeof p->v.f{s.index});" if s.varbit else
-                    f"p->v.f{s.index} = 0;" for s in hl.fields] if op == "add_header" else []
-            grow = [f"p->pkt_len += {size};"] if op == "add_header" else []
-            return [f"if (!p->valid[{hid}]) {{", *zero, *grow, f"p->valid[{hid}] = 1;", "}"]
-
-        return _per_header(ref, change)
+        return assign_header(eg, params[0], params[1])
+    if op == "assign_union":
+        return assign_union(eg, params[0], params[1])
+    if op in ("assign_header_stack", "assign_union_stack"):
+        return assign_stack(eg, params[0], params[1])
+    if op in ("add_header", "add_header_fast"):
+        return add_header(eg, params[0], count_length=op == "add_header")
+    if op == "remove_header":
+        return remove_header(eg, params[0])
     if op in ("push", "pop"):
-        return _stack_shift(g, eg, op, params)
+        return stack_shift(eg, op, params)
     if op == "assign_VL":
         return assign_varbit(g, params[0], params[1])
     if op in ("mark_to_drop", "drop"):

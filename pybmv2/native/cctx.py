@@ -11,7 +11,7 @@ from pybmv2.native.cvalues import M64, Val
 from pybmv2.native.errors import NativeUnsupported
 from pybmv2.program import Program
 
-__all__ = ["STD_FIELDS", "GenCtx", "index_code", "words_of"]
+__all__ = ["STD_FIELDS", "GenCtx", "index_code", "value_set_ids", "words_of"]
 
 #: the standard_metadata fields simple_switch reads and writes (pybmv2.switch._StdSlots)
 STD_FIELDS = (
@@ -35,6 +35,11 @@ def index_code(v: Val) -> str:
         return v.code if v.ty == "u64" else f"((u64)({v.code}))"
     return (f"({{ {v.ty} _i = {v.code}; (_i >= 0 && _i <= ({v.ty}){M64}ULL) ? "
             f"(u64)_i : ~(u64)0; }})")
+
+
+def value_set_ids(doc: dict[str, Any]) -> dict[str, int]:
+    """The engine's number of every parser value set, by name."""
+    return {v["name"]: i for i, v in enumerate(doc.get("parse_vsets", []))}
 
 
 @dataclass

@@ -11,7 +11,8 @@ from typing import Any
 
 from pybmv2.expressions import parse_hexstr
 from pybmv2.layout import PhvLayout
-from pybmv2.native.cphv import HeaderRef, field_val
+from pybmv2.native.cphv import field_val
+from pybmv2.native.crefs import HeaderRef, choose, header_ref, stack_ref, union_ref, valid_union
 from pybmv2.native.cvalues import BITS, Val, cast, const, ctype_for, uint_for, unsigned
 from pybmv2.native.errors import NativeUnsupported
 
@@ -35,14 +36,17 @@ class ExprGen:
     """Generates C for the expressions of one action, parser state or condition.
 
     ``args`` gives, per action parameter, its first word in the action data ``a`` and its
-    bit width (None where no action data exists).
+    bit width (None where no action data exists). ``bail`` is the C statement that leaves
+    the generated function after a fault (a run-time stack index out of bounds; see
+    :mod:`pybmv2.native.crefs`), None where the code cannot stop the packet.
     """
 
     def __init__(self, layout: PhvLayout, args: list[tuple[int, int]] | None = None,
-                 pkt: str = "p") -> None:
+                 pkt: str = "p", bail: str | None = "return;") -> None:
         self.layout = layout
         self.args = args
         self.pkt = pkt
+        self.bail = bail
         self._tmp = 0
 
     def temp(self) -> str:
@@ -81,7 +85,7 @@ class ExprGen:
             lo = min(0, *(v.lo for v in vals))
             hi = max(0, *(v.hi for v in vals))
             ty = ctype_for(lo, hi)
-            n = f"{self.pkt}->sn[{stack.id}]"
+            n = f"{self.pkt}->sn[{stack.next_index}]"
             code = cast(vals[-1], ty)  # n == size
             for i in range(len(vals) - 1, 0, -1):
                 code = f"({n} == {i} ? {cast(vals[i - 1], ty)} : {code})"
@@ -90,25 +94,8 @@ class ExprGen:
         raise NativeUnsupported(f"operand type {kind!r}: {node}")
 
     def header_ref(self, node: dict[str, Any]) -> HeaderRef:
-        """``compile_header_ref``: a header instance, a stack element or the stack's last."""
-        kind = node.get("type")
-        value: Any = node.get("value")
-        if kind == "header":
-            return HeaderRef((self.layout.header(value).id,))
-        if kind == "expression" and value.get("op") == "dereference_header_stack":
-            stack = self.layout.stack(value["left"]["value"])
-            index = self.exact(value["right"])
-            if index.lo < 0 or index.hi >= len(stack.header_ids):
-                raise NativeUnsupported(f"header stack {stack.name} indexed by a value that "
-                                        f"may be out of bounds ({index.lo}..{index.hi})")
-            if index.is_const:
-                return HeaderRef((stack.header_ids[index.lo],))
-            return HeaderRef(stack.header_ids, index.code)
-        if kind == "stack_header":
-            stack = self.layout.stack(value)
-            n = f"{self.pkt}->sn[{stack.id}]"
-            return HeaderRef(stack.header_ids, f"({n} > 0 ? {n} - 1 : 0)")
-        raise NativeUnsupported(f"header reference {node}")
+        """The header an operand denotes (:func:`pybmv2.native.crefs.header_ref`)."""
+        return header_ref(self, node)
 
     # -- exact values ----------------------------------------------------------------------
 
@@ -132,6 +119,8 @@ class ExprGen:
             return Val(f"(~{cast(r, ty)})", ty, lo, hi)
         if op == "valid":
             return self._valid(self.header_ref(right))
+        if op == "valid_union":
+            return _bool(valid_union(self, union_ref(self, right)))
         if op == "?":
             return self._ternary(node, None)
         if op == "two_comp_mod":
@@ -142,12 +131,13 @@ class ExprGen:
         if op == "access_field":
             return self._access_field(self.header_ref(left), int(right))
         if op == "last_stack_index":
-            sid = self.layout.stack(right["value"]).id
-            size = len(self.layout.stacks[sid].header_ids)
-            return Val(f"((i64){self.pkt}->sn[{sid}] - 1)", "i64", -1, size - 1)
+            stack = stack_ref(self, right)
+            size = len(stack.elements)
+            return Val(f"((i64){self.pkt}->sn[{stack.next_index}] - 1)", "i64", -1, size - 1)
         if op == "size_stack":
-            stack = self.layout.stack(right["value"])
-            return Val(f"((u64){self.pkt}->sn[{stack.id}])", "u64", 0, len(stack.header_ids))
+            stack = stack_ref(self, right)
+            return Val(f"((u64){self.pkt}->sn[{stack.next_index}])", "u64", 0,
+                       len(stack.elements))
         if op in ("and", "or"):
             c = "&&" if op == "and" else "||"
             return _bool(f"({self.truth(left)} {c} {self.truth(right)})")
@@ -189,15 +179,12 @@ class ExprGen:
         return _bool(f"{self.pkt}->valid[((const int[]){{{ids}}})[{ref.sel}]]")
 
     def _access_field(self, ref: HeaderRef, offset: int) -> Val:
-        vals = [field_val(self.layout.headers[h].fields[offset], self.pkt) for h in ref.ids]
+        vals = {h: field_val(self.layout.headers[h].fields[offset], self.pkt) for h in ref.ids}
         if ref.sel is None:
-            return vals[0]
-        lo, hi = min(v.lo for v in vals), max(v.hi for v in vals)
+            return vals[ref.ids[0]]
+        lo, hi = min(v.lo for v in vals.values()), max(v.hi for v in vals.values())
         ty = ctype_for(lo, hi)
-        code = cast(vals[-1], ty)
-        for i in range(len(vals) - 2, -1, -1):
-            code = f"(({ref.sel}) == {i} ? {cast(vals[i], ty)} : {code})"
-        return Val(code, ty, lo, hi)
+        return Val(choose(self, ref, lambda h: cast(vals[h], ty)), ty, lo, hi)
 
     def _ternary(self, node: dict[str, Any], width: int | None) -> Val:
         cond = self.truth(node["cond"])

@@ -11,7 +11,7 @@ from typing import Any
 from pybmv2.expressions import parse_hexstr
 from pybmv2.layout import HeaderLayout
 from pybmv2.native.cactions import assign_varbit, primitive
-from pybmv2.native.cctx import GenCtx
+from pybmv2.native.cctx import GenCtx, value_set_ids
 from pybmv2.native.cexpr import ExprGen
 from pybmv2.native.cphv import field_val, store_field, varbit_start
 from pybmv2.native.cvalues import Val, cast, const, ctype_for, literal, uint_for
@@ -94,6 +94,7 @@ class _ParserGen:
         self.eg = ExprGen(g.layout)
         self.too_short = g.error_code("PacketTooShort", 1)
         self.labels = {st["name"]: f"S{i}" for i, st in enumerate(spec.get("parse_states", []))}
+        self.value_sets = value_set_ids(g.doc)
 
     def fail(self, code: int | str) -> str:
         return f"{{ p->error = {code}; return; }}"
@@ -107,31 +108,43 @@ class _ParserGen:
         ty = uint_for(width)
         return Val(raw if ty == "u128" else f"((u64){raw})", ty, 0, (1 << width) - 1)
 
+    def extract(self, kind: str, params: list[dict[str, Any]]) -> list[str]:
+        """``extract``/``extract_VL`` into a header, a stack's next element or the member of
+        a union stack's next element; a union member invalidates the other members."""
+        layout = self.g.layout
+        length = self.eg.modular(params[1], 32) if kind == "extract_VL" else None
+
+        def into(hid: int) -> list[str]:
+            hl = layout.headers[hid]
+            body = extract_code(hl, self.too_short) if length is None else \
+                extract_vl_code(self.g, hl, length)
+            return body + [f"p->valid[{o}] = 0;" for o in layout.siblings[hid]]
+
+        p = params[0]
+        if p["type"] == "regular":
+            return into(layout.header(p["value"]).id)
+        if p["type"] == "stack":
+            stack = layout.stack(p["value"])
+            ids = stack.header_ids
+        elif p["type"] == "union_stack":
+            stack = layout.union_stack(p["value"][0])
+            ids = tuple(layout.header(f"{layout.unions[u].name}.{p['value'][1]}").id
+                        for u in stack.union_ids)
+        else:
+            raise NativeUnsupported(f"{kind} of {p['type']!r}")
+        oob = self.g.error_code("StackOutOfBounds", 3)
+        sn = f"p->sn[{stack.next_index}]"
+        lines = [f"if ({sn} >= {len(ids)}) {self.fail(oob)}", f"switch ({sn}) {{"]
+        for i, hid in enumerate(ids):
+            lines += [f"case {i}:", *("    " + x for x in into(hid)), "    break;"]
+        return [*lines, "}", f"{sn} += 1;"]
+
     def op(self, op: dict[str, Any]) -> list[str]:
         kind = op.get("op")
         params = op.get("parameters", [])
         layout = self.g.layout
-        if kind == "extract":
-            p = params[0]
-            if p["type"] == "regular":
-                return extract_code(layout.header(p["value"]), self.too_short)
-            if p["type"] == "stack":
-                stack = layout.stack(p["value"])
-                oob = self.g.error_code("StackOutOfBounds", 3)
-                sn = f"p->sn[{stack.id}]"
-                lines = [f"if ({sn} >= {len(stack.header_ids)}) {self.fail(oob)}",
-                         f"switch ({sn}) {{"]
-                for i, hid in enumerate(stack.header_ids):
-                    body = extract_code(layout.headers[hid], self.too_short)
-                    lines += [f"case {i}:", *("    " + x for x in body), "    break;"]
-                return [*lines, "}", f"{sn} += 1;"]
-            raise NativeUnsupported(f"extract of {p['type']!r}")
-        if kind == "extract_VL":
-            p = params[0]
-            if p["type"] != "regular":
-                raise NativeUnsupported(f"extract_VL of {p['type']!r}")
-            return extract_vl_code(self.g, layout.header(p["value"]),
-                                   self.eg.modular(params[1], 32))
+        if kind in ("extract", "extract_VL"):
+            return self.extract(kind, params)
         if kind == "set":
             dst = params[0]
             if dst.get("type") != "field":
@@ -221,11 +234,19 @@ class _ParserGen:
                 if not has_default:
                     default, has_default = t.get("next_state"), True
                 continue
-            if kind != "hexstr":
-                raise NativeUnsupported(f"parser state {name!r}: transition type {kind!r}")
             if key is None:
                 raise NativeUnsupported(f"parser state {name!r}: transitions without a key")
             mask = parse_hexstr(t["mask"]) if t.get("mask") else None
+            if kind == "parse_vset":  # the key under the mask is a member
+                k = key if mask is None else self.eg._bitwise("&", key, const(mask))
+                vid = self.value_sets.get(t["value"])
+                if vid is None:
+                    raise NativeUnsupported(f"parser state {name!r}: value set {t['value']!r}")
+                tests.append((f"vset_has(&cx->vsets[{vid}], {cast(k, 'u128')})",
+                              t.get("next_state")))
+                continue
+            if kind != "hexstr":
+                raise NativeUnsupported(f"parser state {name!r}: transition type {kind!r}")
             value = parse_hexstr(t["value"])
             k = key if mask is None else self.eg._bitwise("&", key, const(mask))
             same = self.eg._compare("==", k, const(value if mask is None else value & mask))

@@ -2,18 +2,16 @@
 
 Slot ``i`` of :class:`pybmv2.layout.PhvLayout` is ``p->v.f<i>``: ``u64``/``i64`` up to 64
 bits, ``u128``/``i128`` up to 128. Header validity is ``p->valid[<header id>]`` and a
-stack's next index ``p->sn[<stack id>]``.
+stack's next index ``p->sn[<its next_index>]`` (header stacks, then union stacks).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from pybmv2.layout import FieldSlot, HeaderLayout, PhvLayout
 from pybmv2.native.cvalues import Val, cast, literal, uint_for
 from pybmv2.native.errors import NativeUnsupported
 
-__all__ = ["HeaderRef", "field_val", "phv_struct", "slot_type", "store_field", "store_raw",
+__all__ = ["field_val", "phv_struct", "slot_type", "store_field", "store_raw",
            "varbit_bytes", "varbit_start"]
 
 
@@ -75,24 +73,6 @@ def store_field(slot: FieldSlot, v: Val, pkt: str = "p") -> str:
 def store_raw(slot: FieldSlot, code: str, pkt: str = "p") -> str:
     """Store ``code`` unmasked, as V1Switch's ``_set`` does for standard metadata."""
     return f"{pkt}->v.f{slot.index} = ({slot_type(slot)})({code});"
-
-
-@dataclass(frozen=True, slots=True)
-class HeaderRef:
-    """A header operand: one of ``ids``, chosen by the C index ``sel`` (None: ``ids[0]``)."""
-
-    ids: tuple[int, ...]
-    sel: str | None = None
-
-    @property
-    def static(self) -> int | None:
-        return self.ids[0] if self.sel is None else None
-
-    def cases(self) -> list[tuple[str | None, int]]:
-        """(C condition or None, header id) for code that must branch per header."""
-        if self.sel is None:
-            return [(None, self.ids[0])]
-        return [(f"({self.sel}) == {i}", h) for i, h in enumerate(self.ids)]
 
 
 def varbit_start(header: HeaderLayout) -> int:

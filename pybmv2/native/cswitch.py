@@ -57,9 +57,24 @@ def _pool_helpers(layout: PhvLayout) -> list[str]:
     return lines
 
 
+def _meta_reader(layout: PhvLayout) -> list[str]:
+    """``gen_meta_u64``: a metadata field's value by its slot (the calendar queue's release
+    time, rt_io.c), clamped to 0..2^64-1: a negative time is past, a wider one far ahead."""
+    lines = ["static u64 gen_meta_u64(const pkt_t *p, u32 slot) {", "    switch (slot) {"]
+    for hl in layout.headers:
+        for f in (f for f in hl.fields if hl.metadata and not f.varbit):
+            v, ty = f"p->v.f{f.index}", slot_type(f)
+            below = f"{v} < 0 ? 0 : " if ty.startswith("i") else ""
+            above = f"{v} >> 64 ? UINT64_MAX : " if ty.endswith("128") else ""
+            lines.append(f"    case {f.index}: return {below}{above}(u64){v};")
+    lines += ["    default: (void)p; return 0;", "    }", "}"]
+    return lines
+
+
 def switch_helpers(g: GenCtx) -> str:
     layout = g.layout
     lines = _std_accessors(g)
+    lines += _meta_reader(layout)
     valid = ", ".join("1" if hl.metadata else "0" for hl in layout.headers) or "0"
     lines.append(f"static const u8 INIT_VALID[NX_NH] = {{{valid}}};")
     lines += _pool_helpers(layout)

@@ -13,19 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 from array import array
-from collections.abc import Iterator, Sequence
-from ctypes import (
-    POINTER,
-    c_char_p,
-    c_double,
-    c_int,
-    c_int32,
-    c_int64,
-    c_uint32,
-    c_uint64,
-    c_void_p,
-)
+from collections.abc import Iterable, Iterator, Sequence
+from ctypes import c_double, c_int64, c_uint32, c_uint64, c_void_p
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +24,10 @@ from pybmv2.errors import EntryExistsError, EntryNotFoundError, InvalidEntryErro
 from pybmv2.externs import MeterRates
 from pybmv2.native import cache
 from pybmv2.native.build import build, compiler
+from pybmv2.native.cabi import load_library
 from pybmv2.native.errors import NativeBuildError
 from pybmv2.native.manifest import NativeManifest, TableMeta
+from pybmv2.native.records import decode_records
 from pybmv2.pre import Replica
 from pybmv2.program import Program
 from pybmv2.startup import StartupPhases
@@ -44,65 +37,7 @@ __all__ = ["Frames", "NativeEngine", "engine_library"]
 
 Frames = list[tuple[int, bytes]]
 M64 = (1 << 64) - 1
-U64P, U32P, I64P, DP = POINTER(c_uint64), POINTER(c_uint32), POINTER(c_int64), POINTER(c_double)
-_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
-    "nx_create": (c_void_p, []),
-    "nx_destroy": (None, [c_void_p]),
-    "nx_table_add": (c_int64, [c_void_p, c_int, U64P, U64P, c_int, c_int32, c_uint64, c_int32,
-                               U64P, c_int, c_int, c_uint32]),
-    "nx_table_modify": (c_int, [c_void_p, c_int, c_int64, c_int32, U64P, c_int, c_int, c_uint32]),
-    "nx_table_delete": (c_int, [c_void_p, c_int, c_int64]),
-    "nx_table_set_default": (c_int, [c_void_p, c_int, c_int32, U64P, c_int]),
-    "nx_table_size": (c_int64, [c_void_p, c_int]),
-    "nx_table_slots": (c_int64, [c_void_p, c_int]),
-    "nx_entry_counters": (c_int, [c_void_p, c_int, c_int64, U64P, c_int]),
-    "nx_entry_set_counters": (c_int, [c_void_p, c_int, c_int64, c_uint64, c_uint64]),
-    "nx_entry_meter": (c_int, [c_void_p, c_int, c_int64, c_int, DP]),
-    "nx_pull_begin": (None, [c_void_p]),
-    "nx_table_take": (c_int64, [c_void_p, c_int, I64P, U64P, DP, c_int64]),
-    "nx_member_set": (c_int, [c_void_p, c_int, c_uint32, c_int32, U64P, c_int]),
-    "nx_member_delete": (c_int, [c_void_p, c_int, c_uint32]),
-    "nx_group_set": (c_int, [c_void_p, c_int, c_uint32, U32P, c_uint32]),
-    "nx_group_delete": (c_int, [c_void_p, c_int, c_uint32]),
-    "nx_counter_read": (c_int, [c_void_p, c_int, c_uint64, U64P, c_int]),
-    "nx_counter_write": (c_int, [c_void_p, c_int, c_uint64, c_uint64, c_uint64]),
-    "nx_counter_take": (c_int64, [c_void_p, c_int, U32P, U64P, c_int64]),
-    "nx_register_read": (c_int, [c_void_p, c_int, c_uint64, U64P]),
-    "nx_register_write": (c_int, [c_void_p, c_int, c_uint64, c_uint64, c_uint64]),
-    "nx_register_take": (c_int64, [c_void_p, c_int, U32P, U64P, c_int64]),
-    "nx_meter_set": (c_int, [c_void_p, c_int, c_uint64, c_int, DP]),
-    "nx_meter_take": (c_int64, [c_void_p, c_int, U32P, DP, c_int64]),
-    "nx_mgrp_set": (c_int, [c_void_p, c_uint32, U32P, U32P, c_uint32]),
-    "nx_mgrp_delete": (c_int, [c_void_p, c_uint32]),
-    "nx_session_set": (c_int, [c_void_p, c_uint32, U32P, U32P, c_uint32, c_int64]),
-    "nx_session_delete": (c_int, [c_void_p, c_uint32]),
-    "nx_process": (c_int64, [c_void_p, c_char_p, c_void_p, c_void_p, c_uint32, c_uint64]),
-    "nx_outputs": (c_uint32, [c_void_p, POINTER(c_void_p), POINTER(c_void_p), POINTER(c_void_p),
-                              POINTER(c_void_p)]),
-    "nx_digests": (c_uint32, [c_void_p, POINTER(c_void_p), U64P]),
-    "nx_algo": (c_uint64, [c_char_p, c_char_p, c_uint64]),
-    "nx_lock": (None, [c_void_p]),
-    "nx_io_open": (c_int, [c_void_p, c_uint64, c_int64, c_uint32, c_double]),
-    "nx_io_port": (c_int, [c_void_p, c_uint32, c_int]),
-    "nx_io_queue": (c_int, [c_void_p, c_int64, c_uint32, c_double]),
-    "nx_io_start": (c_int, [c_void_p]),
-    "nx_io_stop": (None, [c_void_p]),
-    "nx_io_close": (None, [c_void_p]),
-    "nx_io_up_fd": (c_int, [c_void_p]),
-    "nx_io_inject": (c_int, [c_void_p, c_uint64, c_char_p, c_uint32]),
-    "nx_io_take": (c_uint64, [c_void_p, POINTER(c_void_p)]),
-    "nx_io_stats": (c_int, [c_void_p, U64P, U32P, c_uint32]),
-    "nx_unlock": (None, [c_void_p]),
-}
-
-
-def load_library(path: str) -> ctypes.CDLL:
-    lib = ctypes.CDLL(path)
-    for name, (res, args) in _SIGNATURES.items():
-        fn = getattr(lib, name)
-        fn.restype = res
-        fn.argtypes = args
-    return lib
+log = logging.getLogger(__name__)
 
 
 def _check(rc: int, what: str) -> int:
@@ -464,6 +399,17 @@ class NativeEngine:
     def session_delete(self, sid: int) -> None:
         _check(self._lib.nx_session_delete(self._ctx, sid), f"clone session {sid}")
 
+    # -- parser value sets ------------------------------------------------------------------
+
+    def value_set_set(self, name: str, members: Iterable[int]) -> None:
+        """A parser value set's members (a key outside 0..2**128-1 matches nothing)."""
+        vid = self.manifest.value_sets.get(name)
+        if vid is None:
+            raise TargetError(f"no parser value set named {name!r} in the native engine")
+        keep = sorted(m for m in members if 0 <= m < 1 << 128)
+        words = _words([w for m in keep for w in (m & M64, m >> 64)])
+        _check(self._lib.nx_vset_set(self._ctx, vid, words, len(keep)), f"value set {name}")
+
     # -- packets ------------------------------------------------------------------------------
 
     def process(self, frames: Sequence[tuple[int, bytes]], now_us: int = 0) -> Frames:
@@ -496,22 +442,12 @@ class NativeEngine:
         self._digests += self.decode_digests(ctypes.string_at(self._dig, 8 * self._nwords.value))
 
     def decode_digests(self, raw: bytes) -> list[tuple[int, tuple[int, ...]]]:
-        """The (learn list id, values) of the engine's digest records in ``raw``."""
-        out: list[tuple[int, tuple[int, ...]]] = []
-        words = memoryview(raw).cast("Q").tolist()
-        at = 0
-        while at < len(words):
-            lid, n = words[at], words[at + 1]
-            signed = self.manifest.learn_signed.get(lid, ())
-            values = []
-            for i in range(n):
-                v = words[at + 2 + 2 * i] | (words[at + 3 + 2 * i] << 64)
-                if (signed[i] if i < len(signed) else False) and v >> 127:
-                    v -= 1 << 128
-                values.append(v)
-            out.append((lid, tuple(values)))
-            at += 2 + 2 * n
-        return out
+        """The (learn list id, values) of the engine's digest records in ``raw``; the
+        packets it dropped on a fault are logged as the Python engine logs them."""
+        digests, faults = decode_records(raw, self.manifest.learn_signed, self.manifest.stacks)
+        for fault in faults:
+            log.error("%s", fault.message())
+        return digests
 
     def take_digests(self) -> list[tuple[int, tuple[int, ...]]]:
         """The (learn list id, field values) of every digest since the last call."""

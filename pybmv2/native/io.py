@@ -8,6 +8,10 @@ switch's ports and starts its I/O thread (``csrc/rt_io.c``): frames are received
 through a buffer and an eventfd, read by one Python thread that hands them to
 ``on_packet_in`` and ``on_digest``; :meth:`NativeIO.inject` takes packet-outs the other way.
 
+The thread also runs the Python target's holding extensions on the switch's clock, as
+:class:`~pybmv2.calendar.CalendarQueue` does on the Python engine: the calendar queue
+(``calendar_slot``), port delays and port ingress delays; :meth:`NativeIO.holds` counts them.
+
 The I/O thread holds the engine's lock while it runs packets, so a control-plane change
 (each engine call that changes state takes the lock) lands between two rounds of at most
 64 frames per port. A Read's pull of the counts takes no lock
@@ -23,6 +27,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from pybmv2.calendar import HOLD_LINES, HoldCounts
 from pybmv2.errors import PacketIOError
 from pybmv2.native.engine import NativeEngine
 
@@ -73,13 +78,20 @@ class NativeIO:
     depth, rate_pps, port_rates:
         The egress queues' depth (packets) and rate (packets/s, None: unlimited), and the
         rates of single ports.
+    calendar_slot:
+        The PHV slot of the calendar queue's release time (µs on the switch's clock); a job
+        whose release time is later than the clock's waits for it after ingress. None: off.
+    port_delays, port_ingress_delays:
+        Port -> µs by which that port's transmitted (received) frames are delayed.
     """
 
     def __init__(self, engine: NativeEngine, ports: Mapping[int, int], *, start_ns: int,
                  cpu_port: int | None, on_packet_in: Callable[[int, bytes], None],
                  on_digest: Callable[[int, tuple[int, ...]], None], depth: int = 64,
                  rate_pps: float | None = None,
-                 port_rates: Mapping[int, float] | None = None) -> None:
+                 port_rates: Mapping[int, float] | None = None, calendar_slot: int | None = None,
+                 port_delays: Mapping[int, int] | None = None,
+                 port_ingress_delays: Mapping[int, int] | None = None) -> None:
         self.engine = engine
         self._lib, self._ctx = engine._lib, engine._ctx
         self.ports = dict(ports)
@@ -98,6 +110,14 @@ class NativeIO:
                     raise PacketIOError(f"the native engine cannot take port {num}")
             for num, rate in (port_rates or {}).items():
                 self.set_queue(num, rate_pps=rate)
+            if lib.nx_io_calendar(ctx, -1 if calendar_slot is None else calendar_slot) < 0:
+                raise PacketIOError(f"the native engine cannot take calendar slot {calendar_slot}")
+            tx, rx = dict(port_delays or {}), dict(port_ingress_delays or {})
+            for num in sorted(set(tx) | set(rx)):
+                if tx.get(num, 0) < 0 or rx.get(num, 0) < 0 or \
+                        lib.nx_io_delay(ctx, num, tx.get(num, 0), rx.get(num, 0)) < 0:
+                    raise PacketIOError(f"the native engine cannot delay port {num} by "
+                                        f"{tx.get(num, 0)} / {rx.get(num, 0)} us")
             if lib.nx_io_start(ctx) < 0:
                 raise PacketIOError("the native engine could not start its I/O thread")
         except BaseException:
@@ -141,8 +161,18 @@ class NativeIO:
         qs = {p: QueueCounts(*v[at + 4 * i: at + 4 * i + 4]) for i, p in enumerate(queues)}
         return IOStats(per[0], per[1], per[2], per[3], v[4 * len(nums) + 1], qs)
 
+    def holds(self) -> dict[str, HoldCounts]:
+        """The holding extensions' counts since the thread started, by
+        :data:`~pybmv2.calendar.HOLD_LINES` name (calendar, port-delay, port-ingress-delay)."""
+        out = (ctypes.c_uint64 * 12)()
+        if self._closed or self._lib.nx_io_holds(self._ctx, out) < 0:
+            return {name: HoldCounts() for name in HOLD_LINES}
+        v = list(out)
+        return {name: HoldCounts(held=v[4 * i], released=v[4 * i + 1], dropped=v[4 * i + 2],
+                                 waiting=v[4 * i + 3]) for i, name in enumerate(HOLD_LINES)}
+
     def close(self) -> None:
-        """Stop the thread; packets waiting in the queues are dropped."""
+        """Stop the thread; packets waiting in the queues and hold lines are dropped."""
         if self._closed:
             return
         self._closed = True

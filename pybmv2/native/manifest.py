@@ -4,7 +4,7 @@ profile and extern lives in it. Plain data, apart from the generator, so that a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["NativeManifest", "TableMeta"]
 
@@ -37,6 +37,10 @@ class NativeManifest:
     max_argw: int
     #: learn list id -> signedness of each field (to decode digest values)
     learn_signed: dict[int, tuple[bool, ...]]
+    #: (name, size) of every header stack, then union stack: a fault record names its stack
+    stacks: tuple[tuple[str, int], ...] = ()
+    #: the engine's number of every parser value set, by name
+    value_sets: dict[str, int] = field(default_factory=dict)
 
     def table(self, pipeline: str, name: str) -> TableMeta:
         for meta in self.tables:

@@ -75,6 +75,8 @@ class EngineMirror:
         self._registers = {n: [0] * r.size for n, r in ext.registers.items()}
         self._meters: dict[str, list[tuple[MeterCell | None, tuple[float, ...] | None]]] = {
             n: [(None, None)] * m.size for n, m in ext.meters.items()}
+        #: value sets as the engine holds them (it starts with them empty, as they load)
+        self._value_sets = {n: frozenset[int]() for n in program.parser.value_sets}
         self.ops = 0  # engine calls made by push(), for the tests' oracle
         #: called by :meth:`pull` with each table's name once it is taken (tests pause a
         #: pull there)
@@ -260,7 +262,17 @@ class EngineMirror:
             for name, meter in self.program.externs.meters.items():
                 for i in range(meter.size):
                     self._push_meter(name, meter, i)
+            self.push_value_sets()
         return self.ops - before
+
+    def push_value_sets(self) -> None:
+        """Parser value sets have no observers: P4Runtime cannot write them (as on BMv2),
+        only code holding the Program can; the switch compares them before every batch."""
+        for name, members in self.program.parser.value_sets.items():
+            if members != self._value_sets.get(name):
+                self.engine.value_set_set(name, members)  # the call takes the engine's lock
+                self._value_sets[name] = frozenset(members)
+                self.ops += 1
 
     def _push_table(self, name: str, table: MatchTable) -> None:
         engine = self.engine

@@ -150,6 +150,7 @@ class NativeSwitch(V1Switch):
             if self._stale:  # registers and meter buckets the Python engine changed
                 self.sync()
             with self.native.locked():
+                self.mirror.push_value_sets()
                 out = self.native.process(frames, self.now_us())
             self.mirror.pull()
             digests = self.native.take_digests()

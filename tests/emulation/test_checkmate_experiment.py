@@ -26,6 +26,9 @@ def test_experiment_writes_replication_overhead_recovery(tmp_path: Path, target_
     assert summary["mirrored_bytes"]["frame_bytes_per_iteration"] >= summary["mirrored_bytes"]["model_bytes"]
     assert (out / "checkmate.png").stat().st_size > 10_000
     assert "paper (Checkmate, NSDI'26) vs this run" in (out / "table.txt").read_text()
+    # the switches' CPU was measured over every block of iterations, and the engine named
+    assert summary["cpu"]["switch_max"] > 0 and all(r["switch_cpu"] for r in rows)
+    assert "switch CPU" in (out / "table.txt").read_text() and summary["engines"]
 
 
 def test_bad_input_is_rejected_before_anything_starts(tmp_path: Path, capsys) -> None:

@@ -8,6 +8,8 @@ circuit leads there; stock BMv2 has no calendar queue, so the others are dropped
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from controller.emulation import load_emulation_module
@@ -19,6 +21,7 @@ from controller.topology import optical
 
 fabric_net = load_emulation_module("fabric_net")
 udp_probe_run = load_emulation_module("udp_probe_run")
+switch_engines = load_emulation_module("switch_engines")
 
 #: a packet this close to a slice boundary may be counted on either side (host and switch
 #: latency under a loaded 2-core machine)
@@ -60,14 +63,18 @@ def test_traffic_crosses_only_in_the_slices_that_connect_the_racks(target_name: 
     assert waited > 50, "packets for rack 1 outside day 0 are dropped at the ToR (no calendar queue)"
 
 
-def test_calendar_queues_hold_packets_until_their_slot(target_name: str) -> None:
-    """The Python target's calendar-queue extension: a packet for rack 1 sent in any slot
-    waits at the ToR for day 0 instead of being dropped."""
+def test_calendar_queues_hold_packets_until_their_slot(target_name: str, switch_engine: str | None,
+                                                      tmp_path: Path) -> None:
+    """The Python target's calendar-queue extension, on each of its packet engines: a packet
+    for rack 1 sent in any slot waits at the ToR for day 0 instead of being dropped."""
     if target_name != "python":
         pytest.skip("calendar queues are a Python-target extension; BMv2 drops instead (the test above)")
     schedule = round_robin(4, slice_us=200_000, night_us=100_000)
     sent, received, arrivals, waited = _run("python", schedule, calendar_queues=True,
-                                           switch_args=("--queue-depth", "2000"))
+                                           switch_args=("--queue-depth", "2000"), engine=switch_engine,
+                                           log_dir=tmp_path)
+    engines = switch_engines.fabric_engines("python", tmp_path, ["tor0", "tor1", "tor2", "tor3", "ocs0"])
+    assert set(engines.values()) == {switch_engine}, engines
     assert set(arrivals) == {0}, f"held packets must leave in day 0 only: {arrivals}"
     assert waited == 0, "nothing is dropped for want of a circuit: it waits"
     assert received >= 0.9 * sent, f"{received} of {sent} arrived"

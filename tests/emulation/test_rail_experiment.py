@@ -18,7 +18,13 @@ def test_experiment_writes_table_plot_and_csv(tmp_path: Path, target_name: str, 
     rows = list(csv.DictReader((out / "iterations.csv").open()))
     assert {r["fabric"] for r in rows} == {"rail-only", "fat-tree"}
     assert all(r["ok"] == "True" for r in rows)
+    # every collective was measured: a switch's share of one core and the machine's share
+    assert all(0.0 <= float(r["switch_cpu"]) <= 1.5 and 0.0 <= float(r["machine_cpu"]) <= 1.0 for r in rows)
     summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["cpu"]) == {"rail-only", "fat-tree"} and summary["cpu"]["fat-tree"]["switch_max"] > 0
+    expected = {"bmv2"} if target_name == "bmv2" else {"native", "python"}
+    assert set(summary["runs"]["rail-only"]["engines"].values()) <= expected
+    assert "switch CPU, fat-tree" in (out / "table.txt").read_text()
     assert 0.5 < summary["ratios"]["allreduce_ratio"] < 2.0
     assert (out / "collectives.png").stat().st_size > 10_000
     assert "allreduce rail-only / fat-tree" in (out / "table.txt").read_text()

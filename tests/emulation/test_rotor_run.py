@@ -35,6 +35,14 @@ def test_quick_run_writes_table_plots_and_data(tmp_path: Path, target_name: str,
     table = (out / "table.txt").read_text()
     assert "±" in table and "Ring all-reduce" in table and "TritonNetworking/rotornet" in table
     assert results["allreduce"], "the all-reduce ran"
+    # every fabric's switches logged in the run folder which engine ran their ports
+    switches = {f"tor{r}" for r in range(results["config"]["racks"])} | {"ocs0"}
+    assert results["engines"] and all(set(e) == switches for e in results["engines"].values()), results["engines"]
+    assert all(list((out / "logs").glob(f"{name}/tor0.log")) for name in results["engines"])
+    # the switches' CPU over every run and all-reduce, and the verdict in the table
+    measured = [*results["runs"], *(a for a in results["allreduce"] if a["ok"])]  # a mesh that never connected: not
+    assert measured and all(r["switch_cpu"] is not None for r in measured)
+    assert results["cpu"]["switch_max"] > 0 and "switch CPU: " in table
 
 
 def test_bad_input_is_rejected_before_anything_starts(tmp_path: Path, capsys) -> None:

@@ -31,8 +31,11 @@ def test_the_quick_experiment_runs_and_the_sender_follows_the_tdns(target_name: 
     assert len(from_icmp) >= 10 and {s["to"] for s in from_icmp} == {0, 1}
     assert any(s["cwnd_before"] != s["cwnd_after"] for s in from_icmp), "switching TDN switches the window"
     assert set(runs["single"]["sender"]["per_tdn"]) == {"shared"}
+    assert all(set(r["engines"]) == {"tor0", "tor1", "ocs0", "ocs1"} for r in runs.values())
     latency = results["summary"]["notification_latency_ms"]
     assert latency["n"] >= 10 and latency["p99"] < TdtcpConfig().day_ms
+    assert all(r["switch_cpu"] is not None for r in runs.values()) and results["cpu"]["switch_max"] > 0
+    assert "switch CPU: " in (tmp_path / "table.txt").read_text()
 
 
 def test_a_transfer_with_injected_loss_arrives_whole_and_in_order(target_name: str) -> None:

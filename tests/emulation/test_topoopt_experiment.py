@@ -24,3 +24,6 @@ def test_the_quick_experiment_measures_the_compiled_tax(target_name: str, tmp_pa
     a2a = next(r for r in runs if r["fabric"] == "topoopt" and r["op"] == "alltoall")
     assert abs(a2a["tax"] - expected_tax(topo)) < 0.1, (a2a["tax"], expected_tax(topo))
     assert all(r["tax"] == 1.0 for r in runs if r["fabric"] == "rail-fat-tree")  # nobody relays
+    # every run measured the switches' CPU, and the table says whether they bound the figures
+    assert all(r["switch_cpu"] is not None and 0 <= r["machine_cpu"] <= 1 for r in runs)
+    assert "switch CPU, rail-fat-tree" in (tmp_path / "table.txt").read_text()

@@ -1,8 +1,9 @@
 """The native engine against the Python engine: the same entries, the same random,
 truncated and mutated frames, byte-identical outputs in order and identical counters.
 
-Every program of the repository is covered: the conformance corpus's cases (with their
-entries, multicast groups, clone sessions, profiles and meters) and entries compiled by
+Every program of the repository is covered: the conformance corpus's cases, the basic ones
+and the v1model constructs' (with their entries, multicast groups, clone sessions,
+profiles and meters) and entries compiled by
 the controller (a rail fat-tree leaf with ECMP groups, a spine, pinned circuits). Programs
 the native engine does not support yet are listed with their reason in
 ``EXPECTED_UNSUPPORTED``: the list can only change deliberately.
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conformance_cases import PROGRAMS
+from conformance_v1model import PROGRAMS as V1MODEL_PROGRAMS
 from test_conformance import install
 
 from controller.p4build import PROGRAM_DIRS, Artifact, pipeline_files, programs_in
@@ -27,16 +29,9 @@ from packettest.frames import ethernet, ipv4, udp
 from pybmv2.program import Program
 from pybmv2.switch import DigestSample
 
-#: programs the native engine refuses, with (a part of) the reason it gives
-#: the v1model-gap programs use what the native engine refuses by name; ``auto`` runs them on
-#: the Python engine
-EXPECTED_UNSUPPORTED: dict[str, str] = {
-    "header_mux": "header reference",
-    "stack_index": "may be out of bounds",
-    "varbit_stack": "varbit fields in header stack",
-    "header_unions": "header_unions",
-    "value_set": "parse_vsets",
-}
+#: programs the native engine refuses, with (a part of) the reason it gives (``auto`` runs
+#: them on the Python engine): none, every program of the repository runs natively
+EXPECTED_UNSUPPORTED: dict[str, str] = {}
 FRAMES_PER_CASE = 4000
 CLOCK_US = 5_000_000  # both engines see the same global timestamps
 
@@ -50,7 +45,7 @@ class Case:
 
 
 def _conformance_cases() -> Iterator[Case]:
-    for prog in PROGRAMS:
+    for prog in (*PROGRAMS, *V1MODEL_PROGRAMS):
         art = pipeline_files(prog.program, PROGRAM_DIRS[prog.home])
         yield Case(prog.name, art, lambda sw, prog=prog: install(sw, prog),
                    tuple((port, frame) for _, port, frame in prog.packets))

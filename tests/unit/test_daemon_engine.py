@@ -18,14 +18,21 @@ def test_plain_options_keep_the_engine_asked_for(engine: str) -> None:
 
 @pytest.mark.parametrize("options", [
     DaemonOptions(log_console=True), DaemonOptions(pcap_dir=Path("p")),
-    DaemonOptions(calendar_field="release_us"), DaemonOptions(port_delays={1: 10}),
-    DaemonOptions(port_ingress_delays={2: 10}),
-], ids=["log-console", "pcap", "calendar", "port-delay", "ingress-delay"])
+], ids=["log-console", "pcap"])
 def test_auto_falls_back_to_python_and_says_why(options: DaemonOptions,
                                                 caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="pybmv2.daemon"):
         assert _engine_mode(options) == "python"
     assert "need it" in caplog.text
+
+
+@pytest.mark.parametrize("engine", ["auto", "native"])
+@pytest.mark.parametrize("extension", [
+    {"calendar_field": "release_us"}, {"port_delays": {1: 10}}, {"port_ingress_delays": {2: 10}},
+], ids=["calendar", "port-delay", "ingress-delay"])
+def test_the_holding_extensions_run_on_the_native_engine(engine: str, extension: dict) -> None:
+    """Calendar queues and port delays are the native engine's too (its I/O thread)."""
+    assert _engine_mode(DaemonOptions(engine=engine, **extension)) == engine
 
 
 def test_native_refuses_them_in_one_line() -> None:

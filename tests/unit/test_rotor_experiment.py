@@ -247,7 +247,8 @@ def test_report_shows_spread_expectations_and_sources() -> None:
     text = report(cfg, rows, summarize_allreduce([{"routing": "direct", "ok": True, "seconds": 2.0}]),
                   {"direct": allreduce_expectation(cfg, p)}, interrupted="stopped by SIGTERM")
     assert "0.30 ± 0.00" in text and "INTERRUPTED: stopped by SIGTERM" in text
-    assert "Ring all-reduce of 128 KiB" in text
+    assert "Ring all-reduce of 384 KiB" in text
+    assert "duty 0.5..0.91, 10 Mb/s links" in text  # the run's own rate, not a fixed one
     assert "TritonNetworking/rotornet" in text and "mpi-ncs/openoptics" in text
     assert {r["system"] for r in REFERENCES} == {"RotorNet (SIGCOMM'17)", "OpenOptics (NSDI'26)"}
     assert all(r["source"] for r in REFERENCES)

@@ -63,6 +63,7 @@ NX_EXPORT void nx_destroy(void *h) {
     for (int i = 0; i < NX_NC_REAL; i++) counter_free(&cx->counters[i]);
     for (int i = 0; i < NX_NR_REAL; i++) reg_free(&cx->regs[i]);
     for (int i = 0; i < NX_NM_REAL; i++) meterarr_free(&cx->meters[i]);
+    for (int i = 0; i < NX_NV_REAL; i++) free(cx->vsets[i].m);
     for (u32 i = 0; i < NX_MGIDS; i++) free(cx->mg[i]);
     for (u32 i = 0; i < NX_SESSIONS; i++) free(cx->ss[i]);
     free(cx->mg);
@@ -557,6 +558,27 @@ NX_EXPORT int nx_session_delete(void *h, u32 sid) {
     ctx_t *cx = h;
     pthread_mutex_lock(&cx->mu);
     int rc = do_session_delete(h, sid);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+/* a parser value set's members (low and high word each), replacing what it held */
+static int do_vset_set(void *h, int id, const u64 *words, u32 n) {
+    ctx_t *cx = h;
+    if (id < 0 || id >= NX_NV_REAL) return NX_EINVAL;
+    u128 *m = malloc((size_t)(n ? n : 1) * sizeof(u128));
+    if (!m) return NX_ENOMEM;
+    for (u32 i = 0; i < n; i++) m[i] = ((u128)words[2 * i + 1] << 64) | words[2 * i];
+    free(cx->vsets[id].m);
+    cx->vsets[id].m = m;
+    cx->vsets[id].n = n;
+    return 0;
+}
+
+NX_EXPORT int nx_vset_set(void *h, int id, const u64 *words, u32 n) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_vset_set(h, id, words, n);
     pthread_mutex_unlock(&cx->mu);
     return rc;
 }

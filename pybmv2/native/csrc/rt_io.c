@@ -11,8 +11,15 @@
  *
  * The thread holds the context's lock (cx->mu) while it runs packets, never while it waits
  * or sends: a control-plane change waits at most one round. Pulls of the counts take no
- * lock: each round is one generation's (round_enter, rt_pkt.h; rt_base.h). Every packet's ingress and
- * egress global timestamps are read from the clock when it enters that stage. */
+ * lock: each round is one generation's (round_enter, rt_pkt.h; rt_base.h). Every packet's
+ * ingress and egress global timestamps are read from the clock when it enters that stage.
+ *
+ * Three named extensions hold packets in hold lines (rt_hold.c) on the same clock, in µs
+ * since start_ns, and the thread wakes when the next one is due, as the Python engine's
+ * CalendarQueues do (pybmv2/daemon.py): the calendar queue (a job whose release time, a
+ * metadata field the program wrote, is after the clock's waits after ingress and then goes
+ * to its egress queue), port delays (a port's frames leave a fixed time after egress) and
+ * port ingress delays (a port's frames enter ingress a fixed time after they arrive). */
 #include <errno.h>
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
@@ -82,6 +89,11 @@ typedef struct nx_io {
     pthread_mutex_t downmu;
     nx_buf_t down, down_work;
     u64 oversize;
+    /* the named extensions: the calendar queue's PHV slot (-1: none), the ports' delays in
+     * µs (0: none) on what they transmit and receive, and the three hold lines */
+    i64 cal_slot;
+    u64 tx_delay[IO_NPORTNUM], rx_delay[IO_NPORTNUM];
+    hline_t cal, tx_line, rx_line;
 } nx_io_t;
 
 static inline u64 io_now_ns(void) {
@@ -123,7 +135,7 @@ static equeue_t *io_queue(nx_io_t *io, u64 port) {
 }
 
 /* simple_switch's enqueue: a full queue drops the packet */
-static void io_enqueue(ctx_t *cx, const pkt_t *s) {
+static void io_to_queue(ctx_t *cx, const pkt_t *s) {
     nx_io_t *io = cx->io;
     equeue_t *q = io_queue(io, s->port);
     if (!q) return;
@@ -150,6 +162,20 @@ static void io_enqueue(ctx_t *cx, const pkt_t *s) {
     q->enqueued++;
 }
 
+/* a job after ingress (or an egress clone, or a recirculated packet's): held in the calendar
+ * line while its release time is after the clock's, else into its egress queue */
+static void io_enqueue(ctx_t *cx, const pkt_t *s) {
+    nx_io_t *io = cx->io;
+    if (io->cal_slot >= 0) {
+        u64 at = gen_meta_u64(s, (u32)io->cal_slot);
+        if (at > io_now_us(io)) {
+            hline_push(&io->cal, at, held_new(s->port, s->data, s->len, s));
+            return;
+        }
+    }
+    io_to_queue(cx, s);
+}
+
 /* every job the last ingress or egress left in cx->q goes to its egress queue */
 static void io_enqueue_jobs(ctx_t *cx) {
     while (cx->qhead < cx->qtail) io_enqueue(cx, &cx->q[cx->qhead++]);
@@ -167,6 +193,31 @@ static void io_ingress(ctx_t *cx, u64 port, const u8 *frame, u32 len) {
     std_set_ingress_global_timestamp(s, cx->now_us);
     ingress_passes(cx, 0, (i64)port);
     io_enqueue_jobs(cx);
+}
+
+/* what the calendar and ingress-delay lines release now: frames into ingress, jobs into
+ * their egress queues (under cx->mu; what they hold meanwhile is due later) */
+static void io_release(ctx_t *cx) {
+    nx_io_t *io = cx->io;
+    u64 now = io_now_us(io);
+    held_t *it;
+    while ((it = hline_pop_due(&io->rx_line, now))) {
+        io_ingress(cx, it->port, it->data, it->len);
+        held_free(it);
+    }
+    while ((it = hline_pop_due(&io->cal, now))) {
+        io_to_queue(cx, it->job);
+        held_free(it);
+    }
+}
+
+/* the earliest time (ns on CLOCK_MONOTONIC) a hold line has something due (0: none) */
+static u64 io_held_wake(nx_io_t *io) {
+    u64 at = hline_next(&io->cal), tx = hline_next(&io->tx_line), rx = hline_next(&io->rx_line);
+    if (tx < at) at = tx;
+    if (rx < at) at = rx;
+    if (at > (UINT64_MAX - io->start_ns) / 1000) return 0; /* none, or beyond the clock's range */
+    return io->start_ns + at * 1000;
 }
 
 /* the queue whose packet may leave now (round robin among the ready ones), or NULL and the
@@ -232,6 +283,53 @@ static void io_up(nx_io_t *io, u32 kind, u64 port, const void *data, u32 len) {
     io->up.n += need;
 }
 
+static void io_msg(struct mmsghdr *m, struct iovec *v, void *data, u32 len) {
+    v->iov_base = data;
+    v->iov_len = len;
+    memset(m, 0, sizeof *m);
+    m->msg_hdr.msg_iov = v;
+    m->msg_hdr.msg_iovlen = 1;
+}
+
+/* n frames out of `port` (none to the CPU port, or to a port without a socket) */
+static void io_send(nx_io_t *io, u64 port, struct mmsghdr *msg, u32 n) {
+    int fd = (port < IO_NPORTNUM) ? io->portfd[port] : -1;
+    if (fd < 0 || (i64)port == io->cpu_port) return;
+    u32 sent = 0;
+    while (sent < n) {
+        int r = sendmmsg(fd, msg + sent, n - sent, 0);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        sent += (u32)r;
+    }
+    for (u32 k = 0; k < io->nports; k++)
+        if (io->ports[k].num == port) {
+            io->ports[k].tx += sent;
+            io->ports[k].tx_dropped += n - sent;
+        }
+}
+
+/* the frames of delayed ports whose time has come, sent in release order */
+static void io_send_due(nx_io_t *io) {
+    struct mmsghdr msg[IO_BATCH];
+    struct iovec iov[IO_BATCH];
+    held_t *its[IO_BATCH];
+    u64 now = io_now_us(io);
+    held_t *it = hline_pop_due(&io->tx_line, now);
+    while (it) {
+        u64 port = it->port;
+        u32 n = 0;
+        for (; it && it->port == port && n < IO_BATCH; it = hline_pop_due(&io->tx_line, now)) {
+            io_msg(&msg[n], &iov[n], it->data, it->len);
+            its[n++] = it;
+        }
+        io_send(io, port, msg, n);
+        for (u32 k = 0; k < n; k++) held_free(its[k]);
+    }
+}
+
 /* send what the round produced; CPU-port frames and digests go up to Python */
 static void io_flush(ctx_t *cx) {
     nx_io_t *io = cx->io;
@@ -256,33 +354,18 @@ static void io_flush(ctx_t *cx) {
     struct iovec iov[IO_BATCH];
     for (u32 i = 0; i < cx->nout;) {
         u64 port = cx->oport[i];
-        int fd = (port < IO_NPORTNUM) ? io->portfd[port] : -1;
         u32 n = 0;
         while (i + n < cx->nout && n < IO_BATCH && cx->oport[i + n] == port) {
-            iov[n].iov_base = cx->out.p + cx->ooff[i + n];
-            iov[n].iov_len = cx->olen[i + n];
-            memset(&msg[n], 0, sizeof msg[n]);
-            msg[n].msg_hdr.msg_iov = &iov[n];
-            msg[n].msg_hdr.msg_iovlen = 1;
+            io_msg(&msg[n], &iov[n], cx->out.p + cx->ooff[i + n], cx->olen[i + n]);
             n++;
         }
-        if (fd >= 0 && (i64)port != io->cpu_port) {
-            ioport_t *pp = NULL;
-            for (u32 k = 0; k < io->nports; k++)
-                if (io->ports[k].num == port) pp = &io->ports[k];
-            u32 sent = 0;
-            while (sent < n) {
-                int r = sendmmsg(fd, msg + sent, n - sent, 0);
-                if (r < 0) {
-                    if (errno == EINTR) continue;
-                    break;
-                }
-                sent += (u32)r;
-            }
-            if (pp) {
-                pp->tx += sent;
-                pp->tx_dropped += n - sent;
-            }
+        if (port < IO_NPORTNUM && io->tx_delay[port] && (i64)port != io->cpu_port) {
+            u64 at = io_now_us(io) + io->tx_delay[port]; /* --port-delay: leave later */
+            for (u32 k = 0; k < n; k++)
+                hline_push(&io->tx_line, at, held_new(port, iov[k].iov_base,
+                                                      (u32)iov[k].iov_len, NULL));
+        } else {
+            io_send(io, port, msg, n);
         }
         i += n;
     }
@@ -333,7 +416,11 @@ static void io_receive(ctx_t *cx, ioport_t *p) {
             }
         }
         p->rx++;
-        io_ingress(cx, p->num, f, len);
+        if (io->rx_delay[p->num]) /* --port-ingress-delay: enter later */
+            hline_push(&io->rx_line, io_now_us(io) + io->rx_delay[p->num],
+                       held_new(p->num, f, len, NULL));
+        else
+            io_ingress(cx, p->num, f, len);
     }
 }
 
@@ -366,6 +453,8 @@ static void *io_main(void *arg) {
         pthread_mutex_lock(&cx->mu);
         equeue_t *ready = io_ready(io, now, &port, &wake);
         pthread_mutex_unlock(&cx->mu);
+        u64 held = io_held_wake(io); /* the hold lines are the I/O thread's alone */
+        if (held && (!wake || held < wake)) wake = held;
         struct timespec ts, *tsp = NULL;
         if (ready) {
             ts.tv_sec = ts.tv_nsec = 0;
@@ -404,6 +493,7 @@ static void *io_main(void *arg) {
         }
         pthread_mutex_lock(&cx->mu);
         round_enter(cx);
+        io_release(cx);
         for (u32 i = 0; r > 0 && i < io->nports; i++)
             if (pfd[i].revents & POLLIN) io_receive(cx, &io->ports[i]);
         io_injected(cx);
@@ -419,192 +509,8 @@ static void *io_main(void *arg) {
         round_exit(cx);
         pthread_mutex_unlock(&cx->mu);
         io_flush(cx);
+        io_send_due(io);
     }
     return NULL;
 }
 
-/* ---- the API (pybmv2/native/io.py) ------------------------------------------------------ */
-
-NX_EXPORT int nx_io_open(void *h, u64 start_ns, i64 cpu_port, u32 depth, double rate_pps) {
-    ctx_t *cx = h;
-    if (cx->io) return NX_EEXIST;
-    nx_io_t *io = calloc(1, sizeof *io);
-    if (!io) return NX_ENOMEM;
-    io->rx = malloc((size_t)IO_BATCH * (IO_SNAP + 4));
-    io->down_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    io->up_efd = eventfd(0, EFD_CLOEXEC);
-    if (!io->rx || io->down_efd < 0 || io->up_efd < 0) {
-        if (io->down_efd >= 0) close(io->down_efd);
-        if (io->up_efd >= 0) close(io->up_efd);
-        free(io->rx);
-        free(io);
-        return NX_ENOMEM;
-    }
-    io->start_ns = start_ns;
-    io->cpu_port = cpu_port;
-    io->def_depth = depth ? depth : 64;
-    io->def_rate = rate_pps;
-    for (u32 i = 0; i < IO_NPORTNUM; i++) io->portfd[i] = -1;
-    pthread_mutex_init(&io->upmu, NULL);
-    pthread_mutex_init(&io->downmu, NULL);
-    cx->io = io;
-    return 0;
-}
-
-/* attach port `num` to an AF_PACKET socket bound to its interface (Python opened it) */
-NX_EXPORT int nx_io_port(void *h, u32 num, int fd) {
-    ctx_t *cx = h;
-    nx_io_t *io = cx->io;
-    if (!io || io->running || num >= IO_NPORTNUM || io->nports >= IO_MAXPORTS) return NX_EINVAL;
-    int one = 1;
-    setsockopt(fd, SOL_PACKET, PACKET_AUXDATA, &one, sizeof one);
-    io->ports[io->nports].fd = fd;
-    io->ports[io->nports].num = num;
-    io->nports++;
-    io->portfd[num] = fd;
-    return 0;
-}
-
-/* depth (packets, 0: unchanged) and rate (packets/s, <= 0: unlimited) of one port's queue,
- * or of every port's (port < 0) */
-NX_EXPORT int nx_io_queue(void *h, i64 port, u32 depth, double rate_pps) {
-    ctx_t *cx = h;
-    nx_io_t *io = cx->io;
-    if (!io || port >= IO_NPORTNUM) return NX_EINVAL;
-    pthread_mutex_lock(&cx->mu);
-    int rc = 0;
-    for (i64 p = port < 0 ? 0 : port; p < (port < 0 ? IO_NPORTNUM : port + 1); p++) {
-        equeue_t *q = io->q[p];
-        if (!q && port < 0) continue;
-        if (!q && !(q = io_queue(io, (u64)p))) { rc = NX_ENOMEM; break; }
-        if (depth) q->depth = depth;
-        q->rate_pps = rate_pps > 0 ? rate_pps : 0;
-        if (depth && q->depth > q->cap && !io_queue(io, (u64)p)) { rc = NX_ENOMEM; break; }
-    }
-    if (port < 0) {
-        if (depth) io->def_depth = depth;
-        io->def_rate = rate_pps > 0 ? rate_pps : 0;
-    }
-    pthread_mutex_unlock(&cx->mu);
-    efd_signal(io->down_efd);
-    return rc;
-}
-
-NX_EXPORT int nx_io_start(void *h) {
-    ctx_t *cx = h;
-    nx_io_t *io = cx->io;
-    if (!io || io->running) return NX_EINVAL;
-    io->stop = 0;
-    if (pthread_create(&io->thread, NULL, io_main, cx)) return NX_ENOMEM;
-    io->running = 1;
-    return 0;
-}
-
-/* stop the thread (idempotent); Python's reader is woken to see the end */
-NX_EXPORT void nx_io_stop(void *h) {
-    ctx_t *cx = h;
-    nx_io_t *io = cx->io;
-    if (!io) return;
-    if (io->running) {
-        __atomic_store_n(&io->stop, 1, __ATOMIC_RELEASE);
-        efd_signal(io->down_efd);
-        pthread_join(io->thread, NULL);
-        io->running = 0;
-    }
-    efd_signal(io->up_efd);
-}
-
-/* free everything nx_io_open made but the up eventfd (Python closes it after its reader
- * is done) and the sockets (Python's) */
-NX_EXPORT void nx_io_close(void *h) {
-    ctx_t *cx = h;
-    nx_io_t *io = cx->io;
-    if (!io) return;
-    nx_io_stop(h);
-    for (u32 p = 0; p < IO_NPORTNUM; p++) {
-        equeue_t *q = io->q[p];
-        if (!q) continue;
-        for (u32 i = 0; i < q->cap; i++) free(q->ring[i].buf);
-        free(q->ring);
-        free(q);
-    }
-    close(io->down_efd);
-    free(io->rx);
-    free(io->spare);
-    free(io->up.p);
-    free(io->up_back.p);
-    free(io->down.p);
-    free(io->down_work.p);
-    pthread_mutex_destroy(&io->upmu);
-    pthread_mutex_destroy(&io->downmu);
-    cx->io = NULL;
-    free(io);
-}
-
-NX_EXPORT int nx_io_up_fd(void *h) {
-    ctx_t *cx = h;
-    return cx->io ? cx->io->up_efd : -1;
-}
-
-/* a frame entering on `port` (a packet-out: the CPU port), run by the I/O thread */
-NX_EXPORT int nx_io_inject(void *h, u64 port, const u8 *frame, u32 len) {
-    ctx_t *cx = h;
-    nx_io_t *io = cx->io;
-    if (!io) return NX_EINVAL;
-    size_t need = 16 + (((size_t)len + 7) & ~(size_t)7);
-    pthread_mutex_lock(&io->downmu);
-    int rc = buf_reserve(&io->down, need);
-    if (!rc) {
-        u8 *r = io->down.p + io->down.n;
-        memset(r, 0, 16);
-        memcpy(r, &port, 8);
-        memcpy(r + 8, &len, 4);
-        memcpy(r + 16, frame, len);
-        io->down.n += need;
-    }
-    pthread_mutex_unlock(&io->downmu);
-    efd_signal(io->down_efd);
-    return rc;
-}
-
-/* the records waiting for Python; valid until the next call */
-NX_EXPORT u64 nx_io_take(void *h, const u8 **recs) {
-    ctx_t *cx = h;
-    nx_io_t *io = cx->io;
-    if (!io) return 0;
-    pthread_mutex_lock(&io->upmu);
-    nx_buf_t t = io->up_back;
-    io->up_back = io->up;
-    io->up = t;
-    io->up.n = 0;
-    pthread_mutex_unlock(&io->upmu);
-    *recs = io->up_back.p;
-    return io->up_back.n;
-}
-
-/* counters: per port rx, tx, rx dropped, tx dropped (4 x nports), then oversize frames,
- * packet-ins dropped, and per queue (of `qports` given) enqueued, dropped, departed, depth */
-NX_EXPORT int nx_io_stats(void *h, u64 *out, const u32 *qports, u32 nq) {
-    ctx_t *cx = h;
-    nx_io_t *io = cx->io;
-    if (!io) return NX_EINVAL;
-    pthread_mutex_lock(&cx->mu);
-    u32 k = 0;
-    for (u32 i = 0; i < io->nports; i++) {
-        out[k++] = io->ports[i].rx;
-        out[k++] = io->ports[i].tx;
-        out[k++] = io->ports[i].rx_dropped;
-        out[k++] = io->ports[i].tx_dropped;
-    }
-    out[k++] = io->oversize;
-    out[k++] = io->up_dropped;
-    for (u32 i = 0; i < nq; i++) {
-        equeue_t *q = qports[i] < IO_NPORTNUM ? io->q[qports[i]] : NULL;
-        out[k++] = q ? q->enqueued : 0;
-        out[k++] = q ? q->dropped : 0;
-        out[k++] = q ? q->departed : 0;
-        out[k++] = q ? q->n : 0;
-    }
-    pthread_mutex_unlock(&cx->mu);
-    return (int)k;
-}

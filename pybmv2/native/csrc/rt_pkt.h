@@ -13,7 +13,23 @@ typedef struct {
     u8 checksum_error, exit_;
     u32 clone_session, clone_fl, resubmit, recirc, learn_id;
     u64 port; /* the egress job's port */
+    /* a fault (pkt_fault): 1 | 2 for an unsigned index; the stack's next index; the index */
+    u32 fault, fault_stack;
+    u128 fault_index;
 } pkt_t;
+
+/* a run-time stack index out of bounds: BMv2 throws std::out_of_range and aborts, the
+ * Python target drops the packet and names the stack. The generated code calls this and
+ * leaves the function it runs in; the control stops (exit_) and the switch drops the
+ * packet with a record for Python to log (fault_record in rt_switch.c). */
+#define NX_FAULT_RECORD (1ULL << 32) /* a digest record's learn id no learn list has */
+
+static inline void pkt_fault(pkt_t *p, u32 stack, u128 index, u32 is_unsigned) {
+    p->fault = 1 | (is_unsigned ? 2 : 0);
+    p->fault_stack = stack;
+    p->fault_index = index;
+    p->exit_ = 1;
+}
 
 struct nx_io;
 
@@ -31,6 +47,7 @@ typedef struct ctx {
     counter_t counters[NX_NC];
     reg_t regs[NX_NR];
     meterarr_t meters[NX_NM];
+    vset_t vsets[NX_NV];
     rlist_t **mg, **ss;
     u64 now_us;
     /* what the egress queue reports to the packet egress runs (process mode only) */

@@ -162,6 +162,20 @@ static inline int meterarr_exec(meterarr_t *a, u64 i, u64 nbytes) {
     return meter_exec(m, a->packets ? 1 : nbytes);
 }
 
+/* ---- parser value sets ------------------------------------------------------------------ */
+
+/* a value set's members, as its transitions compare them (the key under the mask) */
+typedef struct {
+    u128 *m;
+    u32 n;
+} vset_t;
+
+static inline int vset_has(const vset_t *s, u128 k) {
+    for (u32 i = 0; i < s->n; i++)
+        if (s->m[i] == k) return 1;
+    return 0;
+}
+
 /* ---- the packet replication engine ------------------------------------------------------- */
 
 typedef struct {

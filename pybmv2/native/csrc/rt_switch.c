@@ -39,6 +39,7 @@ static void new_state(ctx_t *cx, pkt_t *s, const u8 *data, u32 len) {
     s->checksum_error = s->exit_ = 0;
     s->clone_session = s->clone_fl = s->resubmit = s->recirc = s->learn_id = 0;
     s->port = 0;
+    s->fault = s->fault_stack = 0;
 }
 
 /* BMv2's clone_with_phv (V1Switch._clone): a pooled PHV with the metadata and the valid
@@ -52,6 +53,7 @@ static void copy_state(ctx_t *cx, pkt_t *d, const pkt_t *s) {
     d->exit_ = 0;
     d->clone_session = d->clone_fl = d->resubmit = d->recirc = d->learn_id = 0;
     d->port = 0;
+    d->fault = 0;
 }
 
 static pkt_t *push_job(ctx_t *cx) {
@@ -80,8 +82,26 @@ static void arena_reset(ctx_t *cx) {
     cx->narena = 0;
 }
 
+/* a packet dropped on a fault (pkt_fault): a record among the digests, for Python to log
+ * as the Python engine does (pybmv2/native/records.py); `where` 0 ingress, 1 egress */
+static void fault_record(ctx_t *cx, const pkt_t *s, u64 where) {
+    if (buf_reserve(&cx->dig, 8 * 8)) abort();
+    u64 *r = (u64 *)(cx->dig.p + cx->dig.n);
+    r[0] = NX_FAULT_RECORD;
+    r[1] = 3;
+    r[2] = s->fault_stack;
+    r[3] = 0;
+    r[4] = where | (s->fault & 2);
+    r[5] = 0;
+    r[6] = (u64)s->fault_index;
+    r[7] = (u64)(s->fault_index >> 64);
+    cx->dig.n += 8 * 8;
+    cx->ndig++;
+}
+
 static void do_parse(ctx_t *cx, pkt_t *s) {
     gen_parse(cx, s);
+    if (s->fault) return; /* the parser stopped on a fault: no checksums either */
     std_set_parser_error(s, (u64)s->error);
     int bad = gen_verify(cx, s);
     s->checksum_error = (u8)bad;
@@ -104,7 +124,12 @@ static pkt_t *ingress_pass(ctx_t *cx, pkt_t *s, u64 port, pkt_t *next) {
     u32 flen = s->len;
     i64 ingress_size = s->pkt_len;
     do_parse(cx, s);
-    gen_ingress(cx, s);
+    if (!s->fault) gen_ingress(cx, s);
+    if (s->fault) {
+        fault_record(cx, s, 0);
+        pool_give(cx, &s->v);
+        return NULL;
+    }
     s->exit_ = 0;
     u64 egress_spec = std_get_egress_spec(s), mgid = std_get_mcast_grp(s);
     if (s->clone_session) {
@@ -116,6 +141,11 @@ static pkt_t *ingress_pass(ctx_t *cx, pkt_t *s, u64 port, pkt_t *next) {
             new_state(cx, c, frame, flen);
             std_set_ingress_port(c, port);
             do_parse(cx, c);
+            if (c->fault) { /* as the Python engine: the packet is dropped, its copy lost */
+                fault_record(cx, c, 0);
+                pool_give(cx, &s->v);
+                return NULL;
+            }
             gen_reset_metadata(c);
             gen_copy_field_list(c, s, fl);
             std_set_instance_type(c, INSTANCE_INGRESS_CLONE);
@@ -216,6 +246,11 @@ static void egress(ctx_t *cx, pkt_t *s, int *passes) {
     std_set_egress_spec(s, (DROP_PORT + 1) & EGRESS_SPEC_MASK);
     std_set_packet_length(s, (u64)s->pkt_len);
     gen_egress(cx, s);
+    if (s->fault) {
+        fault_record(cx, s, 1);
+        pool_give(cx, &s->v);
+        return;
+    }
     if (s->clone_session) {
         u32 sid = s->clone_session & 0x7FFF, fl = s->clone_fl;
         s->clone_session = s->clone_fl = 0;
