@@ -104,11 +104,26 @@ def _one_entry_writes(client_stub, device_id: int, schema: P4Schema, until: thre
         time.sleep(spacing_s)
 
 
-def read_stall(kind: str, entries: int = ENTRIES, reads: int = 3, interval_s: float = 0.001) -> dict[str, float]:
+def _touch_every_route(target: ProcessTarget, spray: list[bytes]) -> None:
+    """One frame to every route, then wait until the switch has forwarded them (and throw
+    them away): the next Read's pull of the engine's counts has every entry to take."""
+    for frame in spray:
+        target.veth.send(1, frame)
+    target.veth.collect(quiet=0.3, limit=30.0)
+
+
+def read_stall(kind: str, entries: int = ENTRIES, reads: int = 3, interval_s: float = 0.001,
+               engine: str | None = None, counters: bool = False,
+               touch_all: bool = False) -> dict[str, float]:
     """Probe latency and one-entry Write time, idle and during wildcard Reads of ``entries``
-    (``reads`` Reads with probes, as many with Writes)."""
+    (``reads`` Reads with probes, as many with Writes); ``engine`` is the Python target's
+    packet engine (``python`` or ``native``; None: the switch's default, ``auto``),
+    ``counters`` asks the Read for each entry's direct counter too, and ``touch_all`` sends
+    a frame to every route before each Read with probes (on the native engine, the Read
+    then pulls every entry's counts from the engine first)."""
     with contextlib.ExitStack() as stack:
-        target = stack.enter_context(ProcessTarget(kind, pipeline_files("rail_switch"), (1, 2)))
+        target = stack.enter_context(ProcessTarget(kind, pipeline_files("rail_switch"), (1, 2),
+                                                   engine=engine))
         target.client.timeout = 300
         schema = target.schema
         target.client.write_rules(schema, "insert", route_rules(schema, entries), batch_size=2000)
@@ -121,13 +136,18 @@ def read_stall(kind: str, entries: int = ENTRIES, reads: int = 3, interval_s: fl
                                     request_serializer=p4runtime_pb2.ReadRequest.SerializeToString,
                                     response_deserializer=lambda data: data)
         request = p4runtime_pb2.ReadRequest(device_id=device_id)
-        request.entities.add().table_entry.table_id = schema.table("ipv4_lpm").id
+        wanted = request.entities.add().table_entry
+        wanted.table_id = schema.table("ipv4_lpm").id
+        if counters:
+            wanted.counter_data.SetInParent()
         probes = _Probes(target, interval_s)
+        spray = [_probe(1 << 62 | i) for i in range(entries)] if touch_all else []
         probes.run(seconds=0.3)  # warm-up
         idle = probes.run(seconds=2.0)
         idle_writes: list[float] = []
         _one_entry_writes(stub, device_id, schema, None, 20, 0.02, idle_writes)
         during: list[float] = []
+        touched: list[int] = []  # entries with a count, per Read (with counters)
         busy_writes: list[float] = []
         read_s: list[float] = []
         # probes during some Reads, one-entry Writes during others: a Write's own Python work
@@ -143,6 +163,8 @@ def read_stall(kind: str, entries: int = ENTRIES, reads: int = 3, interval_s: fl
                 read_s.append(time.perf_counter() - t0)
                 done.set()
 
+            if i % 2 == 0 and touch_all:
+                _touch_every_route(target, spray)
             thread = threading.Thread(target=reader, daemon=True)
             thread.start()
             if i % 2 == 0:
@@ -150,9 +172,12 @@ def read_stall(kind: str, entries: int = ENTRIES, reads: int = 3, interval_s: fl
             else:
                 _one_entry_writes(stub, device_id, schema, done, 10_000, 0.02, busy_writes)
             thread.join()
-            n = len(p4runtime_pb2.ReadResponse.FromString(b"".join(got)).entities) if got else 0
+            read_entities = p4runtime_pb2.ReadResponse.FromString(b"".join(got)).entities if got else []
+            n = len(read_entities)
             if n < entries:
                 raise RuntimeError(f"{kind}: a wildcard Read returned {n} of {entries} entries")
+            if counters:
+                touched.append(sum(1 for e in read_entities if e.table_entry.counter_data.packet_count))
     lost = sum(1 for s in probes.sent if s not in probes.latency_ms)
     return {
         "idle_p50_ms": _pct(idle, 50), "idle_p99_ms": _pct(idle, 99),
@@ -164,4 +189,5 @@ def read_stall(kind: str, entries: int = ENTRIES, reads: int = 3, interval_s: fl
         "write_during_read_ms_median": 1e3 * statistics.median(busy_writes),
         "write_during_read_ms_max": 1e3 * max(busy_writes),
         "writes_during_reads": len(busy_writes),
+        "entries_counted_max": max(touched, default=0),
     }

@@ -141,6 +141,10 @@ def _options(args: argparse.Namespace):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from pybmv2.startup import StartupPhases
+
+    startup = StartupPhases()
+    startup.lap("interpreter and pybmv2 imports")
     raw = list(sys.argv[1:] if argv is None else argv)
     raw = [a for a in raw if a != "--"]
     args = build_parser().parse_args(raw)
@@ -150,7 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from pybmv2.daemon import SwitchDaemon
 
-        daemon = SwitchDaemon(_options(args))
+        startup.lap("switch daemon imports")
+        daemon = SwitchDaemon(_options(args), startup=startup)
     except TargetError as exc:
         print(f"mlfabric-switch: error: {exc}", file=sys.stderr)
         return 1

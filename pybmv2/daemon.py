@@ -24,6 +24,7 @@ from pybmv2.pcap import PcapWriter
 from pybmv2.ports import Port, PortSpec
 from pybmv2.program import Program
 from pybmv2.queues import DEFAULT_QUEUE_DEPTH, EgressQueues
+from pybmv2.startup import StartupPhases
 from pybmv2.switch import EgressJob, V1Switch
 
 __all__ = ["ENGINES", "DaemonOptions", "SwitchDaemon", "python_only_features"]
@@ -87,18 +88,28 @@ def _engine_mode(options: DaemonOptions) -> str:
 
 
 class SwitchDaemon:
-    """Owns the switch, its ports, queues and P4Runtime server; :meth:`close` releases all."""
+    """Owns the switch, its ports, queues and P4Runtime server; :meth:`close` releases all.
 
-    def __init__(self, options: DaemonOptions) -> None:
+    ``startup`` (the process's :class:`~pybmv2.startup.StartupPhases`) gets the phases of
+    the start-up up to the first pipeline committed, which the device then logs.
+    """
+
+    def __init__(self, options: DaemonOptions, *, startup: StartupPhases | None = None) -> None:
         from pybmv2.native.io import NativeIO
         from pybmv2.native.switch import NativeSwitch
         from pybmv2.runtime.server import P4RuntimeServer
 
+        if startup is not None:
+            startup.lap("P4Runtime server and native engine imports")
+        self.startup = startup
         self.options = options
         program = Program.from_file(options.json_path) if options.json_path else None
         mode = _engine_mode(options)
-        self.switch: V1Switch = (V1Switch(program, cpu_port=options.cpu_port) if mode == "python"
-                                 else NativeSwitch(program, cpu_port=options.cpu_port, engine=mode))
+        self.switch: V1Switch = (V1Switch(None, cpu_port=options.cpu_port) if mode == "python"
+                                 else NativeSwitch(None, cpu_port=options.cpu_port, engine=mode))
+        self.switch.startup = startup
+        if program is not None:
+            self.switch.load(program)
         self.switch.pre.truncation = options.clone_truncation
         #: the native engine's I/O thread while it runs the ports, else None
         self.native_io: NativeIO | None = None
@@ -175,6 +186,8 @@ class SwitchDaemon:
             depth=opts.queue_depth, rate_pps=opts.queue_rate_pps, port_rates=opts.port_rates,
             calendar_slot=slot, port_delays=opts.port_delays,
             port_ingress_delays=opts.port_ingress_delays)
+        if sw.startup is not None:
+            sw.startup.lap("native: I/O thread start")
         log.info("the native engine runs the ports")
 
     def hold_counts(self) -> dict[str, HoldCounts]:
@@ -250,9 +263,15 @@ class SwitchDaemon:
 
     def serve_forever(self) -> None:
         self.server.start()
+        if self.startup is not None:
+            self.startup.lap("switch, ports and P4Runtime server up")
         with self.switch.lock:
             self._serving = True
             self._start_native_io()
+            if self.switch.program is not None and self.switch.startup is not None:
+                line = self.switch.startup.finish()  # the program came with the command line
+                if line is not None:
+                    log.info("%s", line)
         self.queues.start()
         if self.calendar is not None:
             self.calendar.start()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,9 @@ class Program:
     errors: dict[str, int]
     field_lists: dict[int, tuple[int, ...]] = field(default_factory=dict)
     learn_lists: dict[int, LearnList] = field(default_factory=dict)
+    #: the sha256 of the JSON text it was loaded from (None: built from a parsed document);
+    #: the native engine's cache finds a built engine by it
+    source_sha256: str | None = None
 
     @property
     def tables(self) -> dict[str, MatchTable]:
@@ -70,7 +74,10 @@ class Program:
         if not isinstance(doc, dict):
             raise JsonFormatError(f"{source}: the top level is not an object")
         try:
-            return cls.from_json(doc)
+            program = cls.from_json(doc)
+            program.source_sha256 = hashlib.sha256(
+                text.encode() if isinstance(text, str) else text).hexdigest()
+            return program
         except TargetError as exc:
             raise type(exc)(f"{source}: {exc}") from exc
         except (KeyError, IndexError, TypeError, ValueError) as exc:

@@ -20,6 +20,7 @@ from pybmv2.errors import PacketError
 from pybmv2.phv_pool import PhvPool
 from pybmv2.pre import CloneSession, ReplicationEngine
 from pybmv2.program import DROP_PORT, Program
+from pybmv2.startup import StartupPhases
 from pybmv2.state import INSTANCE_TYPE, PacketState
 
 __all__ = ["DigestSample", "EgressJob", "V1Switch"]
@@ -130,6 +131,8 @@ class V1Switch:
         self.program: Program | None = None
         self._std: _StdSlots | None = None
         self._trace: Callable[[str], None] | None = None
+        #: the process's start-up phases until its first pipeline (process mode sets it)
+        self.startup: StartupPhases | None = None
         if program is not None:
             self.load(program)
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from pybmv2.expressions import parse_hexstr
@@ -14,26 +13,13 @@ from pybmv2.native.cexpr import ExprGen
 from pybmv2.native.cphv import field_val, store_field
 from pybmv2.native.cvalues import Val, cast, const
 from pybmv2.native.errors import NativeUnsupported
+from pybmv2.native.manifest import TableMeta
 from pybmv2.tables import MatchTable
 
 __all__ = ["KIND_CODES", "MODE_CODES", "TableMeta", "pipeline_function", "table_descriptors"]
 
 KIND_CODES = {"exact": 0, "lpm": 1, "ternary": 2, "range": 3, "optional": 4, "valid": 5}
 MODE_CODES = {"exact": 0, "lpm": 1, "ternary": 2}
-
-
-@dataclass(frozen=True, slots=True)
-class TableMeta:
-    """Where a table lives in the engine and how its keys are laid out in words."""
-
-    tid: int
-    pipeline: str
-    name: str
-    mode: str
-    #: per key field: (match kind, bit width, first word, words)
-    fields: tuple[tuple[str, int, int, int], ...]
-    nwords: int
-    profile: int | None  # the action profile id of an indirect table
 
 
 def _key_code(g: GenCtx, spec: dict[str, Any], metas: list[tuple[str, int, int, int]]) -> list[str]:

@@ -7,7 +7,6 @@ each table, profile and extern lives in the engine) out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from importlib import resources
 
 from pybmv2.native.cactions import action_functions
@@ -16,7 +15,6 @@ from pybmv2.native.cctx import GenCtx, value_set_ids
 from pybmv2.native.cparser import parser_function
 from pybmv2.native.cphv import phv_struct, varbit_start
 from pybmv2.native.cpipeline import (
-    TableMeta,
     pipeline_function,
     profile_ids,
     table_descriptors,
@@ -24,35 +22,10 @@ from pybmv2.native.cpipeline import (
 )
 from pybmv2.native.cswitch import deparser_function, switch_helpers
 from pybmv2.native.errors import NativeUnsupported
+from pybmv2.native.manifest import NativeManifest
 from pybmv2.program import Program
 
 __all__ = ["NativeManifest", "generate", "native_support", "runtime_source"]
-
-
-@dataclass(frozen=True)
-class NativeManifest:
-    """How the Python side addresses the engine built for one program."""
-
-    tables: tuple[TableMeta, ...]
-    profiles: dict[tuple[str, str | None], int]
-    counters: dict[str, int]
-    registers: dict[str, tuple[int, int]]
-    meters: dict[str, int]
-    #: action id -> (first word, bit width) of each parameter in the action data
-    action_args: dict[int, list[tuple[int, int]]]
-    max_argw: int
-    #: learn list id -> signedness of each field (to decode digest values)
-    learn_signed: dict[int, tuple[bool, ...]]
-    #: (name, size) of every header stack, then union stack: a fault record names its stack
-    stacks: tuple[tuple[str, int], ...] = ()
-    #: the engine's number of every parser value set, by name
-    value_sets: dict[str, int] = field(default_factory=dict)
-
-    def table(self, pipeline: str, name: str) -> TableMeta:
-        for meta in self.tables:
-            if meta.pipeline == pipeline and meta.name == name:
-                return meta
-        raise KeyError(f"{pipeline}.{name}")
 
 
 def runtime_source(name: str) -> str:

@@ -5,6 +5,8 @@ engine (table entries and defaults, profile members and groups, counters, regist
 meters, multicast groups and clone sessions) and the batch packet API. ctypes releases the
 GIL for the duration of every call, so :meth:`NativeEngine.process` runs outside it. State
 changes and ``process`` must not run concurrently: callers hold one lock (as V1Switch's).
+Pulls of what the data plane counted (:meth:`NativeEngine.pull_begin` and the ``*_take``
+calls) need no lock against ``process`` or the I/O thread.
 """
 
 from __future__ import annotations
@@ -15,24 +17,29 @@ import logging
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from ctypes import c_double, c_int64, c_uint32, c_uint64, c_void_p
+from pathlib import Path
 from typing import Any
 
 from pybmv2.errors import EntryExistsError, EntryNotFoundError, InvalidEntryError, TargetError
 from pybmv2.externs import MeterRates
-from pybmv2.native.build import build
+from pybmv2.native import cache
+from pybmv2.native.build import build, compiler
 from pybmv2.native.cabi import load_library
-from pybmv2.native.cpipeline import TableMeta
-from pybmv2.native.cprogram import NativeManifest, generate
+from pybmv2.native.errors import NativeBuildError
+from pybmv2.native.manifest import NativeManifest, TableMeta
 from pybmv2.native.records import decode_records
 from pybmv2.pre import Replica
 from pybmv2.program import Program
+from pybmv2.startup import StartupPhases
 from pybmv2.tables import ActionCall, IndirectIndex
 
-__all__ = ["Frames", "NativeEngine"]
+__all__ = ["Frames", "NativeEngine", "engine_library"]
 
 Frames = list[tuple[int, bytes]]
 M64 = (1 << 64) - 1
 log = logging.getLogger(__name__)
+
+
 def _check(rc: int, what: str) -> int:
     if rc >= 0:
         return rc
@@ -60,11 +67,45 @@ def _meter_cfg(rates: MeterRates | None, tokens: Sequence[float] | None) -> Any:
     return (c_double * 7)(rates.cir, rates.cburst, rates.pir, rates.pburst, p, c, t)
 
 
+def engine_library(program: Program, startup: StartupPhases | None = None
+                   ) -> tuple[Path, NativeManifest, bool]:
+    """The shared object and manifest of ``program``'s engine, and whether they came from
+    the cache's index (:mod:`~pybmv2.native.cache`) without generating any C.
+
+    On a miss the C is generated and built (or found by its content,
+    :func:`~pybmv2.native.build.build`) and the index entry written. Raises
+    NativeUnsupported for a program the engine cannot run, NativeBuildError without a
+    compiler or when it fails. The phases go to ``startup``.
+    """
+    cc = compiler()
+    if cc is None:
+        raise NativeBuildError("no C compiler: install gcc (Debian: apt-get install gcc "
+                               "libc6-dev) or set CC")
+    key = cache.index_key(program.source_sha256, cc) if program.source_sha256 else None
+    hit = cache.lookup(key) if key is not None else None
+    if startup is not None:
+        startup.lap("native: cache look-up")
+    if hit is not None:
+        return hit[0], hit[1], True
+    from pybmv2.native.cprogram import generate  # the generator, only when it is needed
+
+    source, manifest = generate(program)
+    if startup is not None:
+        startup.lap("native: C generation")
+    path = build(source)
+    if startup is not None:
+        startup.lap("native: C compiler")
+    if key is not None:
+        cache.store(key, path, manifest)
+    return path, manifest, False
+
+
 class NativeEngine:
     """One program compiled to C and one engine running it.
 
     The engine starts empty: :class:`~pybmv2.native.mirror.EngineMirror` applies a
     Program's defaults and const entries (and whatever P4Runtime wrote since).
+    ``startup`` gets the phases of building it (:func:`engine_library`, then ``dlopen``).
 
     Examples
     --------
@@ -80,11 +121,13 @@ class NativeEngine:
     >>> engine.close()
     """
 
-    def __init__(self, program: Program) -> None:
-        source, manifest = generate(program)
+    def __init__(self, program: Program, *, startup: StartupPhases | None = None) -> None:
+        path, manifest, cached = engine_library(program, startup)
         self.program = program
         self.manifest: NativeManifest = manifest
-        self.path = build(source)
+        self.path = path
+        #: the engine came from the cache's index, with no C generated
+        self.from_index = cached
         self._lib = load_library(str(self.path))
         self._ctx = self._lib.nx_create()
         if not self._ctx:
@@ -95,6 +138,8 @@ class NativeEngine:
         self._buf, self._ports, self._offs, self._lens = c_void_p(), c_void_p(), c_void_p(), \
             c_void_p()
         self._dig, self._nwords = c_void_p(), c_uint64()
+        if startup is not None:
+            startup.lap("native: dlopen")
 
     def close(self) -> None:
         if self._ctx:
@@ -200,12 +245,14 @@ class NativeEngine:
         return self._lib.nx_table_size(self._ctx, self.table(table).tid)
 
     def entry_counters(self, table: str, eid: int, *, reset: bool = False) -> tuple[int, int]:
+        """An entry's (packets, bytes) not taken yet (``reset``: take them)."""
         out = (c_uint64 * 2)()
         _check(self._lib.nx_entry_counters(self._ctx, self.table(table).tid, eid, out, reset),
                f"table {table!r}")
         return out[0], out[1]
 
     def entry_set_counters(self, table: str, eid: int, packets: int, nbytes: int) -> None:
+        """Make an entry's counts not taken yet read (packets, bytes)."""
         _check(self._lib.nx_entry_set_counters(self._ctx, self.table(table).tid, eid, packets,
                                                nbytes), f"table {table!r}")
 
@@ -216,15 +263,28 @@ class NativeEngine:
                                         rates is not None, _meter_cfg(rates, tokens)),
                f"table {table!r}")
 
+    def pull_begin(self) -> None:
+        """Start a pull of what the data plane changed: the ``*_take`` calls that follow
+        return what it changed up to now, read without the engine's lock (packets go on).
+
+        Pulls must not overlap each other or the calls that change state; the packet thread
+        is never waited for longer than the round it is running.
+        """
+        self._lib.nx_pull_begin(self._ctx)
+
     def table_take(self, table: str) -> list[tuple[int, int, int, tuple[float, float, float]]]:
-        """The entries packets hit since the last call: (id, packets, bytes, meter state);
-        their counters restart from zero."""
+        """The entries packets hit before the last :meth:`pull_begin` and not taken yet:
+        (id, packets, bytes since they were last taken, meter state)."""
         meta = self.table(table)
         cap = max(self._lib.nx_table_size(self._ctx, meta.tid), 1)
         eids, counts, meters = (c_int64 * cap)(), (c_uint64 * (2 * cap))(), (c_double * (3 * cap))()
-        n = self._lib.nx_table_take(self._ctx, meta.tid, eids, counts, meters, cap)
-        return [(eids[i], counts[2 * i], counts[2 * i + 1],
-                 (meters[3 * i], meters[3 * i + 1], meters[3 * i + 2])) for i in range(n)]
+        out: list[tuple[int, int, int, tuple[float, float, float]]] = []
+        while True:  # more than ``cap`` only after a pull that did not take everything
+            n = self._lib.nx_table_take(self._ctx, meta.tid, eids, counts, meters, cap)
+            out += [(eids[i], counts[2 * i], counts[2 * i + 1],
+                     (meters[3 * i], meters[3 * i + 1], meters[3 * i + 2])) for i in range(n)]
+            if n < cap:
+                return out
 
     # -- action profiles --------------------------------------------------------------------
 
@@ -263,11 +323,16 @@ class NativeEngine:
                                           packets, nbytes), f"counter {name!r}[{index}]")
 
     def counter_take(self, name: str, size: int) -> list[tuple[int, int, int]]:
-        """The cells counted since the last call: (index, packets, bytes), then zeroed."""
+        """The cells counted before the last :meth:`pull_begin` and not taken yet: (index,
+        packets, bytes since they were last taken)."""
         cap = max(size, 1)
         idx, counts = (c_uint32 * cap)(), (c_uint64 * (2 * cap))()
-        n = self._lib.nx_counter_take(self._ctx, self.manifest.counters[name], idx, counts, cap)
-        return [(idx[i], counts[2 * i], counts[2 * i + 1]) for i in range(n)]
+        out: list[tuple[int, int, int]] = []
+        while True:
+            n = self._lib.nx_counter_take(self._ctx, self.manifest.counters[name], idx, counts, cap)
+            out += [(idx[i], counts[2 * i], counts[2 * i + 1]) for i in range(n)]
+            if n < cap:
+                return out
 
     def register_read(self, name: str, index: int) -> int:
         out = (c_uint64 * 2)()
@@ -281,11 +346,17 @@ class NativeEngine:
                f"register {name!r}[{index}]")
 
     def register_take(self, name: str, size: int) -> list[tuple[int, int]]:
-        """The cells written since the last call: (index, value)."""
+        """The cells the data plane wrote before the last :meth:`pull_begin` and not taken
+        yet: (index, value)."""
         cap = max(size, 1)
         idx, vals = (c_uint32 * cap)(), (c_uint64 * (2 * cap))()
-        n = self._lib.nx_register_take(self._ctx, self.manifest.registers[name][0], idx, vals, cap)
-        return [(idx[i], vals[2 * i] | (vals[2 * i + 1] << 64)) for i in range(n)]
+        out: list[tuple[int, int]] = []
+        while True:
+            n = self._lib.nx_register_take(self._ctx, self.manifest.registers[name][0], idx, vals,
+                                           cap)
+            out += [(idx[i], vals[2 * i] | (vals[2 * i + 1] << 64)) for i in range(n)]
+            if n < cap:
+                return out
 
     def meter_set(self, name: str, index: int, rates: MeterRates | None,
                   tokens: Sequence[float] | None = None) -> None:
@@ -294,11 +365,16 @@ class NativeEngine:
                f"meter {name!r}[{index}]")
 
     def meter_take(self, name: str, size: int) -> list[tuple[int, tuple[float, float, float]]]:
-        """The meters executed since the last call: (index, (peak, committed, last))."""
+        """The meters executed before the last :meth:`pull_begin` and not taken yet:
+        (index, (peak, committed, last))."""
         cap = max(size, 1)
         idx, st = (c_uint32 * cap)(), (c_double * (3 * cap))()
-        n = self._lib.nx_meter_take(self._ctx, self.manifest.meters[name], idx, st, cap)
-        return [(idx[i], (st[3 * i], st[3 * i + 1], st[3 * i + 2])) for i in range(n)]
+        out: list[tuple[int, tuple[float, float, float]]] = []
+        while True:
+            n = self._lib.nx_meter_take(self._ctx, self.manifest.meters[name], idx, st, cap)
+            out += [(idx[i], (st[3 * i], st[3 * i + 1], st[3 * i + 2])) for i in range(n)]
+            if n < cap:
+                return out
 
     # -- the packet replication engine -----------------------------------------------------------
 

@@ -13,8 +13,9 @@ The thread also runs the Python target's holding extensions on the switch's cloc
 (``calendar_slot``), port delays and port ingress delays; :meth:`NativeIO.holds` counts them.
 
 The I/O thread holds the engine's lock while it runs packets, so a control-plane change
-(made under :meth:`NativeEngine.locked`) lands between two rounds of at most
-64 frames per port.
+(each engine call that changes state takes the lock) lands between two rounds of at most
+64 frames per port. A Read's pull of the counts takes no lock
+(:meth:`NativeEngine.pull_begin`).
 """
 
 from __future__ import annotations

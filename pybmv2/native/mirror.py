@@ -13,12 +13,17 @@ plane touched, not what the tables hold.
 initial load, the resynchronisation after the Python engine ran packets (tracing), and the
 tests' oracle: with the observers attached it finds nothing to do.
 
-Every engine call is made under the engine's lock (:meth:`NativeEngine.locked`), so the
-I/O thread of process mode never runs a packet against a half-applied change.
+Every engine call that changes state takes the engine's lock in C, for that call only: the
+I/O thread of process mode never runs a packet against a half-made change, and never waits
+for the Python work of a Write (nor for the GIL it may wait for). One change may take a few
+calls (an entry, then its meter), as PI applies them on BMv2. :meth:`EngineMirror.push`
+holds the lock across all of its calls. :meth:`EngineMirror.pull` takes no engine lock at
+all (:meth:`NativeEngine.pull_begin`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +78,12 @@ class EngineMirror:
         #: value sets as the engine holds them (it starts with them empty, as they load)
         self._value_sets = {n: frozenset[int]() for n in program.parser.value_sets}
         self.ops = 0  # engine calls made by push(), for the tests' oracle
+        #: called by :meth:`pull` with each table's name once it is taken (tests pause a
+        #: pull there)
+        self.pull_hook: Callable[[str], None] | None = None
+        #: called with a table's name once an entry added to it reached the engine (tests
+        #: pause a Write there)
+        self.change_hook: Callable[[str], None] | None = None
 
     # -- observers: every control-plane change, as it is made ------------------------------
 
@@ -104,54 +115,47 @@ class EngineMirror:
     def entry_changed(self, table: MatchTable, old: TableEntry | None, new: TableEntry | None,
                       *, counters: bool = False) -> None:
         name = table.name
-        lib, ctx = self.engine._lib, self.engine._ctx
-        lib.nx_lock(ctx)  # engine.locked() without a generator: this runs on every Write
-        try:
-            if new is None:
-                assert old is not None
-                gone = self._entries[name].pop(old.handle, None)
-                if gone is not None:
-                    self.engine.table_delete(name, gone.eid)
-                    del self._by_eid[name][gone.eid]
-                return
-            k = self._entries[name].get(new.handle)
-            if k is None:
-                self._add(name, new)
-                return
-            self._update(name, k, new)
-            if counters:  # the engine's counts not pulled yet are overwritten too
-                self.engine.entry_set_counters(name, k.eid, 0, 0)
-        finally:
-            lib.nx_unlock(ctx)
+        if new is None:
+            assert old is not None
+            gone = self._entries[name].pop(old.handle, None)
+            if gone is not None:
+                self.engine.table_delete(name, gone.eid)
+                del self._by_eid[name][gone.eid]
+            return
+        k = self._entries[name].get(new.handle)
+        if k is None:
+            self._add(name, new)
+            if self.change_hook is not None:
+                self.change_hook(name)
+            return
+        self._update(name, k, new)
+        if counters:  # the engine's counts not pulled yet are overwritten too
+            self.engine.entry_set_counters(name, k.eid, 0, 0)
 
     def default_changed(self, table: MatchTable) -> None:
-        with self.engine.locked():
-            self._push_default(table.name, table)
+        self._push_default(table.name, table)
 
     def _profile_changed(self, profile: ActionProfile, kind: str, handle: int) -> None:
         pid, _ = self._profiles[id(profile)]
-        with self.engine.locked():
-            if kind == "member":
-                self._push_member(pid, profile, handle)
-            else:
-                self._push_group(pid, profile, handle)
+        if kind == "member":
+            self._push_member(pid, profile, handle)
+        else:
+            self._push_group(pid, profile, handle)
 
     def _pre_changed(self, kind: str, ident: int) -> None:
-        with self.engine.locked():
-            if kind == "group":
-                self._push_mgrp(ident)
-            elif kind == "session":
-                self._push_session(ident)
-            else:
-                self._push_pre()
+        if kind == "group":
+            self._push_mgrp(ident)
+        elif kind == "session":
+            self._push_session(ident)
+        else:
+            self._push_pre()
 
     def _counter_written(self, array: CounterArray, index: int) -> None:
-        with self.engine.locked():  # Python holds the value: the engine counts from zero
-            self.engine.counter_write(array.name, index, 0, 0)
+        # Python holds the value: the engine's counts not pulled yet are dropped
+        self.engine.counter_write(array.name, index, 0, 0)
 
     def _meter_configured(self, array: MeterArray, index: int) -> None:
-        with self.engine.locked():
-            self._push_meter(array.name, array, index)
+        self._push_meter(array.name, array, index)
 
     # -- Python -> engine, one object ---------------------------------------------------------
 
@@ -266,8 +270,7 @@ class EngineMirror:
         only code holding the Program can; the switch compares them before every batch."""
         for name, members in self.program.parser.value_sets.items():
             if members != self._value_sets.get(name):
-                with self.engine.locked():
-                    self.engine.value_set_set(name, members)
+                self.engine.value_set_set(name, members)  # the call takes the engine's lock
                 self._value_sets[name] = frozenset(members)
                 self.ops += 1
 
@@ -309,29 +312,36 @@ class EngineMirror:
     # -- engine -> Python -------------------------------------------------------------------
 
     def pull(self) -> None:
-        """Bring what the data plane changed since the last pull into the Python objects."""
+        """Bring what the data plane changed since the last pull into the Python objects.
+
+        It takes no engine lock (:meth:`NativeEngine.pull_begin`): the I/O thread forwards
+        meanwhile, and what it counts during the pull is taken by the next one. The caller
+        keeps pulls apart from each other and from control-plane changes (the switch's
+        lock)."""
         engine = self.engine
         ext = self.program.externs
-        with engine.locked():
-            for name in self.program.tables:
-                by_eid = self._by_eid[name]
-                for eid, packets, nbytes, state in engine.table_take(name):
-                    k = by_eid[eid]
-                    k.entry.packets += packets
-                    k.entry.bytes += nbytes
-                    if k.entry.meter is not None:
-                        k.entry.meter._tokens[:] = state
-                        k.tokens = tuple(state)
-            for name, counter in ext.counters.items():
-                for i, packets, nbytes in engine.counter_take(name, counter.size):
-                    counter.packets[i] += packets
-                    counter.bytes[i] += nbytes
-            for name, reg in ext.registers.items():
-                for i, value in engine.register_take(name, reg.size):
-                    reg.values[i] = self._registers[name][i] = value
-            for name, meter in ext.meters.items():
-                for i, state in engine.meter_take(name, meter.size):
-                    cell = meter.cells[i]
-                    if cell is not None:
-                        cell._tokens[:] = state
-                        self._meters[name][i] = (cell, tuple(state))
+        engine.pull_begin()
+        for name in self.program.tables:
+            by_eid = self._by_eid[name]
+            for eid, packets, nbytes, state in engine.table_take(name):
+                k = by_eid[eid]
+                k.entry.packets += packets
+                k.entry.bytes += nbytes
+                if k.entry.meter is not None:
+                    k.entry.meter._tokens[:] = state
+                    k.tokens = tuple(state)
+            if self.pull_hook is not None:
+                self.pull_hook(name)
+        for name, counter in ext.counters.items():
+            for i, packets, nbytes in engine.counter_take(name, counter.size):
+                counter.packets[i] += packets
+                counter.bytes[i] += nbytes
+        for name, reg in ext.registers.items():
+            for i, value in engine.register_take(name, reg.size):
+                reg.values[i] = self._registers[name][i] = value
+        for name, meter in ext.meters.items():
+            for i, state in engine.meter_take(name, meter.size):
+                cell = meter.cells[i]
+                if cell is not None:
+                    cell._tokens[:] = state
+                    self._meters[name][i] = (cell, tuple(state))

@@ -16,11 +16,11 @@ import logging
 from collections.abc import Callable, Sequence
 
 from pybmv2.native.build import compiler
-from pybmv2.native.cprogram import native_support
 from pybmv2.native.engine import NativeEngine
 from pybmv2.native.errors import NativeBuildError, NativeUnsupported
 from pybmv2.native.mirror import EngineMirror
 from pybmv2.program import Program
+from pybmv2.startup import StartupPhases
 from pybmv2.switch import DigestSample, V1Switch
 
 __all__ = ["ENGINES", "NativeSwitch", "engine_for"]
@@ -30,11 +30,13 @@ log = logging.getLogger(__name__)
 ENGINES = ("auto", "native", "python")
 
 
-def engine_for(program: Program, mode: str) -> tuple[NativeEngine | None, str | None]:
+def engine_for(program: Program, mode: str, startup: StartupPhases | None = None
+               ) -> tuple[NativeEngine | None, str | None]:
     """The native engine for ``program`` under ``mode``, or None and why not.
 
     ``mode="native"`` raises :class:`NativeUnsupported` or :class:`NativeBuildError`
-    instead of returning None.
+    instead of returning None. The C is generated once, and not at all when the cache
+    has the program (:mod:`~pybmv2.native.cache`); the phases go to ``startup``.
     """
     if mode not in ENGINES:
         raise ValueError(f"unknown engine {mode!r}: choose one of {ENGINES}")
@@ -44,17 +46,17 @@ def engine_for(program: Program, mode: str) -> tuple[NativeEngine | None, str | 
     if compiler() is None:
         reason = "no C compiler (install gcc or set CC)"
     else:
-        reason = native_support(program)
-    if reason is not None:
-        if mode == "native":
-            raise NativeUnsupported(f"the native engine cannot run this program: {reason}")
-        return None, reason
-    try:
-        return NativeEngine(program), None
-    except NativeBuildError as exc:
-        if mode == "native":
-            raise
-        return None, str(exc)
+        try:
+            return NativeEngine(program, startup=startup), None
+        except NativeUnsupported as exc:
+            reason = str(exc)
+        except NativeBuildError as exc:
+            if mode == "native":
+                raise
+            return None, str(exc)
+    if mode == "native":
+        raise NativeUnsupported(f"the native engine cannot run this program: {reason}")
+    return None, reason
 
 
 class NativeSwitch(V1Switch):
@@ -91,8 +93,10 @@ class NativeSwitch(V1Switch):
 
     def load(self, program: Program) -> None:
         with self.lock:
-            native, reason = engine_for(program, self.engine_mode)
+            native, reason = engine_for(program, self.engine_mode, self.startup)
             super().load(program)
+            if self.startup is not None:
+                self.startup.lap("the Python engine's switch state")
             if self.before_engine_change is not None:
                 self.before_engine_change()
             self.close()
@@ -100,6 +104,8 @@ class NativeSwitch(V1Switch):
             if native is not None:
                 self.mirror = EngineMirror(native, program, self.pre)
                 self.mirror.attach()
+                if self.startup is not None:
+                    self.startup.lap("native: table push")
             if native is None and self.engine_mode == "auto":
                 log.info("running the program on the Python engine: %s", reason)
             if self.after_engine_change is not None:

@@ -142,6 +142,9 @@ class DeviceManager:
         if action == SetAction.UNSPECIFIED:
             raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT,
                                  "Invalid SetForwardingPipeline action")
+        startup = self.switch.startup
+        if startup is not None:
+            startup.lap("controller: connect, arbitrate, send the pipeline")
         with self._config_lock:
             if action == SetAction.COMMIT:
                 if self._saved is None:
@@ -149,7 +152,7 @@ class DeviceManager:
                                          "COMMIT without a config saved by VERIFY_AND_SAVE")
                 self._commit(self._saved)
                 return
-            pipeline = build_pipeline(config)
+            pipeline = build_pipeline(config, startup)
             if action == SetAction.VERIFY:
                 return
             if action == SetAction.VERIFY_AND_SAVE:
@@ -176,8 +179,15 @@ class DeviceManager:
             self.switch.on_digest = self._on_digest
             self._pipeline = pipeline
             self._saved = None
+            startup = self.switch.startup
+            line = None
+            if startup is not None:
+                startup.lap("commit: the rest")
+                line = startup.finish()
         log.info("device %d: committed pipeline with %d tables", self.device_id,
                  len(pipeline.index.tables))
+        if line is not None:
+            log.info("%s", line)
 
     def _reconcile(self, pipeline: Pipeline) -> None:
         """PI's RECONCILE_AND_COMMIT (:mod:`~pybmv2.runtime.reconcile`): the state read from

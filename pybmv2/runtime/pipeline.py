@@ -33,6 +33,7 @@ from pybmv2.runtime.packetio import PACKET_IN, PACKET_OUT
 from pybmv2.runtime.profile_ops import ProfileManager
 from pybmv2.runtime.read_wire import TableEncoder
 from pybmv2.runtime.values import ActionValue
+from pybmv2.startup import StartupPhases
 from pybmv2.tables import ActionCall, MatchTable
 
 __all__ = ["Pipeline", "build_pipeline", "invalid_id"]
@@ -115,8 +116,10 @@ def _release_initial_entries(index: P4InfoIndex, binding: PipelineBinding,
             entry.is_const = False
 
 
-def build_pipeline(config: p4runtime_pb2.ForwardingPipelineConfig) -> Pipeline:
-    """Load the BMv2 JSON of a config and check its P4Info against it.
+def build_pipeline(config: p4runtime_pb2.ForwardingPipelineConfig,
+                   startup: StartupPhases | None = None) -> Pipeline:
+    """Load the BMv2 JSON of a config and check its P4Info against it (the phases of that
+    go to ``startup``, when given).
 
     Raises P4RuntimeError: INVALID_ARGUMENT for an empty or mismatched config, the mapped
     code of the target error for a JSON the target cannot load.
@@ -134,6 +137,8 @@ def build_pipeline(config: p4runtime_pb2.ForwardingPipelineConfig) -> Pipeline:
         err = from_target_error(exc)
         raise P4RuntimeError(err.code, f"Error in first phase of device update: "
                              f"{err.message}") from exc
+    if startup is not None:
+        startup.lap("BMv2 JSON to the Python engine's program")
     index = P4InfoIndex(config.p4info)
     binding = bind(index, program)
     _release_initial_entries(index, binding, program)
@@ -143,7 +148,7 @@ def build_pipeline(config: p4runtime_pb2.ForwardingPipelineConfig) -> Pipeline:
     if config.HasField("cookie"):
         cookie = p4runtime_pb2.ForwardingPipelineConfig.Cookie()
         cookie.CopyFrom(config.cookie)
-    return Pipeline(
+    pipeline = Pipeline(
         program=program,
         p4info=p4info,
         device_config=device_config,
@@ -161,3 +166,6 @@ def build_pipeline(config: p4runtime_pb2.ForwardingPipelineConfig) -> Pipeline:
             for pid, profile in binding.action_profiles.items()
         },
     )
+    if startup is not None:
+        startup.lap("P4Info: index and binding")
+    return pipeline

@@ -1,5 +1,11 @@
 /* The engine's exported API, driven from Python through ctypes (pybmv2/native/engine.py).
- * Calls that change state must not run concurrently with nx_process (the caller locks). */
+ * Every call that changes state takes the engine's lock (recursive: nx_lock may be held
+ * around several), so the packet thread never sees a half-made change, and never waits for
+ * more than one call's C. The caller keeps nx_process apart from them (it holds nx_lock).
+ * Pulls (nx_pull_begin, then the *_take calls) need no lock against the packet thread,
+ * only against each other and the calls that change state (the caller's own lock). */
+
+#include <sched.h>
 
 static void set_call(call_t *c, i32 action, const u64 *args, int nargs) {
     memset(c, 0, sizeof *c);
@@ -12,15 +18,26 @@ NX_EXPORT void *nx_create(void) {
     algos_init();
     ctx_t *cx = calloc(1, sizeof(ctx_t));
     if (!cx) return NULL;
+    cx->gen = cx->wgen = 1; /* 0 is no generation: `busy` between rounds */
+    cx->drain = 0;
     for (int i = 0; i < NX_NT_REAL; i++) {
         table_init(&cx->tables[i], &TABLE_DESCS[i]);
         cx->tables[i].def.action = -1;
+        cx->tables[i].gen = &cx->wgen;
     }
     int bad = 0;
-    for (int i = 0; i < NX_NC_REAL; i++) bad |= counter_init(&cx->counters[i], COUNTER_SIZES[i]);
-    for (int i = 0; i < NX_NR_REAL; i++) bad |= reg_init(&cx->regs[i], REG_SIZES[i], REG_WIDTHS[i]);
-    for (int i = 0; i < NX_NM_REAL; i++)
+    for (int i = 0; i < NX_NC_REAL; i++) {
+        bad |= counter_init(&cx->counters[i], COUNTER_SIZES[i]);
+        cx->counters[i].gen = &cx->wgen;
+    }
+    for (int i = 0; i < NX_NR_REAL; i++) {
+        bad |= reg_init(&cx->regs[i], REG_SIZES[i], REG_WIDTHS[i]);
+        cx->regs[i].gen = &cx->wgen;
+    }
+    for (int i = 0; i < NX_NM_REAL; i++) {
         bad |= meterarr_init(&cx->meters[i], METER_SIZES[i], METER_PACKETS[i]);
+        cx->meters[i].gen = &cx->wgen;
+    }
     cx->mg = calloc(NX_MGIDS, sizeof(rlist_t *));
     cx->ss = calloc(NX_SESSIONS, sizeof(rlist_t *));
     if (bad || !cx->mg || !cx->ss) return NULL;
@@ -76,7 +93,7 @@ static void set_indirect(entry_t *e, int kind, u32 handle) {
     e->ind_handle = handle;
 }
 
-NX_EXPORT i64 nx_table_add(void *h, int tid, const u64 *a, const u64 *b, int plen, i32 prio,
+static i64 do_table_add(void *h, int tid, const u64 *a, const u64 *b, int plen, i32 prio,
                            u64 seq, i32 action, const u64 *args, int nargs, int ind_kind,
                            u32 ind_handle) {
     table_t *t = tbl(h, tid);
@@ -89,7 +106,17 @@ NX_EXPORT i64 nx_table_add(void *h, int tid, const u64 *a, const u64 *b, int ple
     return id;
 }
 
-NX_EXPORT int nx_table_modify(void *h, int tid, i64 eid, i32 action, const u64 *args, int nargs,
+NX_EXPORT i64 nx_table_add(void *h, int tid, const u64 *a, const u64 *b, int plen, i32 prio,
+                           u64 seq, i32 action, const u64 *args, int nargs, int ind_kind,
+                           u32 ind_handle) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    i64 rc = do_table_add(h, tid, a, b, plen, prio, seq, action, args, nargs, ind_kind, ind_handle);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+static int do_table_modify(void *h, int tid, i64 eid, i32 action, const u64 *args, int nargs,
                               int ind_kind, u32 ind_handle) {
     table_t *t = tbl(h, tid);
     entry_t *e = t ? table_entry(t, eid) : NULL;
@@ -99,16 +126,41 @@ NX_EXPORT int nx_table_modify(void *h, int tid, i64 eid, i32 action, const u64 *
     return 0;
 }
 
-NX_EXPORT int nx_table_delete(void *h, int tid, i64 eid) {
+NX_EXPORT int nx_table_modify(void *h, int tid, i64 eid, i32 action, const u64 *args, int nargs,
+                              int ind_kind, u32 ind_handle) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_table_modify(h, tid, eid, action, args, nargs, ind_kind, ind_handle);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+static int do_table_delete(void *h, int tid, i64 eid) {
     table_t *t = tbl(h, tid);
     return t ? table_delete(t, eid) : NX_EINVAL;
 }
 
-NX_EXPORT int nx_table_set_default(void *h, int tid, i32 action, const u64 *args, int nargs) {
+NX_EXPORT int nx_table_delete(void *h, int tid, i64 eid) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_table_delete(h, tid, eid);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+static int do_table_set_default(void *h, int tid, i32 action, const u64 *args, int nargs) {
     table_t *t = tbl(h, tid);
     if (!t) return NX_EINVAL;
     set_call(&t->def, action, args, nargs);
     return 0;
+}
+
+NX_EXPORT int nx_table_set_default(void *h, int tid, i32 action, const u64 *args, int nargs) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_table_set_default(h, tid, action, args, nargs);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
 }
 
 NX_EXPORT i64 nx_table_size(void *h, int tid) {
@@ -123,24 +175,38 @@ NX_EXPORT i64 nx_table_slots(void *h, int tid) {
     return t ? (i64)t->hcap : NX_EINVAL;
 }
 
-/* counters: out[0] packets, out[1] bytes; reset: zero them after reading */
+/* counters not taken yet: out[0] packets, out[1] bytes; reset: take them (the packet
+ * thread's counts are never written: the control plane moves what it has seen) */
 NX_EXPORT int nx_entry_counters(void *h, int tid, i64 eid, u64 *out, int reset) {
     table_t *t = tbl(h, tid);
     entry_t *e = t ? table_entry(t, eid) : NULL;
     if (!e) return NX_ENOENT;
-    out[0] = e->pkts;
-    out[1] = e->bytes;
-    if (reset) e->pkts = e->bytes = 0;
+    u64 p = LD(&e->pkts), b = LD(&e->bytes);
+    out[0] = p - e->seen_pkts;
+    out[1] = b - e->seen_bytes;
+    if (reset) {
+        e->seen_pkts = p;
+        e->seen_bytes = b;
+    }
+    return 0;
+}
+
+/* make the counters not taken yet read (pkts, bytes) */
+static int do_entry_set_counters(void *h, int tid, i64 eid, u64 pkts, u64 bytes) {
+    table_t *t = tbl(h, tid);
+    entry_t *e = t ? table_entry(t, eid) : NULL;
+    if (!e) return NX_ENOENT;
+    e->seen_pkts = LD(&e->pkts) - pkts;
+    e->seen_bytes = LD(&e->bytes) - bytes;
     return 0;
 }
 
 NX_EXPORT int nx_entry_set_counters(void *h, int tid, i64 eid, u64 pkts, u64 bytes) {
-    table_t *t = tbl(h, tid);
-    entry_t *e = t ? table_entry(t, eid) : NULL;
-    if (!e) return NX_ENOENT;
-    e->pkts = pkts;
-    e->bytes = bytes;
-    return 0;
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_entry_set_counters(h, tid, eid, pkts, bytes);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
 }
 
 /* meters: cfg = cir, cburst, pir, pburst, peak tokens, committed tokens, last update (s) */
@@ -157,12 +223,12 @@ static void meter_set(meter_t *m, int configured, const double *cfg) {
 }
 
 static void meter_get(const meter_t *m, double *out) {
-    out[0] = m->tp;
-    out[1] = m->tc;
-    out[2] = m->last;
+    out[0] = ld_f64(&m->tp);
+    out[1] = ld_f64(&m->tc);
+    out[2] = ld_f64(&m->last);
 }
 
-NX_EXPORT int nx_entry_meter(void *h, int tid, i64 eid, int configured, const double *cfg) {
+static int do_entry_meter(void *h, int tid, i64 eid, int configured, const double *cfg) {
     table_t *t = tbl(h, tid);
     entry_t *e = t ? table_entry(t, eid) : NULL;
     if (!e) return NX_ENOENT;
@@ -170,22 +236,49 @@ NX_EXPORT int nx_entry_meter(void *h, int tid, i64 eid, int configured, const do
     return 0;
 }
 
-/* take the entries the data plane touched since the last call: their ids, counters (then
- * zeroed) and meter state (peak tokens, committed tokens, last update); cap >= size */
+NX_EXPORT int nx_entry_meter(void *h, int tid, i64 eid, int configured, const double *cfg) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_entry_meter(h, tid, eid, configured, cfg);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+/* start a pull: the next generation of touched lists begins, and once the packet thread
+ * runs no round of the old one (it is never waited for longer than that round), the
+ * *_take calls read the old one's lists and cells without the engine's lock */
+NX_EXPORT void nx_pull_begin(void *h) {
+    ctx_t *cx = h;
+    u32 old = __atomic_load_n(&cx->gen, __ATOMIC_RELAXED); /* only pulls change it */
+    u32 next = old + 1 ? old + 1 : 1;
+    __atomic_store_n(&cx->gen, next, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&cx->busy, __ATOMIC_SEQ_CST) == old) sched_yield();
+    cx->drain = old;
+}
+
+/* take the entries the data plane touched in the generation a pull ended: their ids, the
+ * counts since they were last taken and meter state (peak tokens, committed tokens, last
+ * update); cap >= size */
 NX_EXPORT i64 nx_table_take(void *h, int tid, i64 *eids, u64 *counts, double *meters, i64 cap) {
-    table_t *t = tbl(h, tid);
+    ctx_t *cx = h;
+    table_t *t = tbl(cx, tid);
     if (!t) return NX_EINVAL;
+    touched_t *l = &t->touched[cx->drain & 1];
     i64 n = 0;
-    for (u32 i = 0; i < t->ndirty && n < cap; i++, n++) {
-        entry_t *e = t->ents[t->dirty[i]];
+    u32 i = 0;
+    for (; i < l->n && n < cap; i++) {
+        entry_t *e = table_entry(t, l->ids[i]);
+        if (!e) continue; /* deleted (a list a pull began but did not take) */
+        u64 p = LD(&e->pkts), b = LD(&e->bytes);
         eids[n] = e->id;
-        counts[2 * n] = e->pkts;
-        counts[2 * n + 1] = e->bytes;
-        e->pkts = e->bytes = 0;
-        e->cdirty = 0;
+        counts[2 * n] = p - e->seen_pkts;
+        counts[2 * n + 1] = b - e->seen_bytes;
+        e->seen_pkts = p;
+        e->seen_bytes = b;
         meter_get(&e->meter, meters + 3 * n);
+        n++;
     }
-    t->ndirty = 0;
+    touched_keep(l, i);
     return n;
 }
 
@@ -195,7 +288,7 @@ static profile_t *prof(ctx_t *cx, int pid) {
     return (pid >= 0 && pid < NX_NP_REAL) ? &cx->profiles[pid] : NULL;
 }
 
-NX_EXPORT int nx_member_set(void *h, int pid, u32 handle, i32 action, const u64 *args, int nargs) {
+static int do_member_set(void *h, int pid, u32 handle, i32 action, const u64 *args, int nargs) {
     profile_t *p = prof(h, pid);
     if (!p) return NX_EINVAL;
     if (grow((void **)&p->m, &p->mcap, handle + 1, sizeof(member_t))) return NX_ENOMEM;
@@ -204,14 +297,30 @@ NX_EXPORT int nx_member_set(void *h, int pid, u32 handle, i32 action, const u64 
     return 0;
 }
 
-NX_EXPORT int nx_member_delete(void *h, int pid, u32 handle) {
+NX_EXPORT int nx_member_set(void *h, int pid, u32 handle, i32 action, const u64 *args, int nargs) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_member_set(h, pid, handle, action, args, nargs);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+static int do_member_delete(void *h, int pid, u32 handle) {
     profile_t *p = prof(h, pid);
     if (!p || handle >= p->mcap || !p->m[handle].present) return NX_ENOENT;
     p->m[handle].present = 0;
     return 0;
 }
 
-NX_EXPORT int nx_group_set(void *h, int pid, u32 handle, const u32 *members, u32 n) {
+NX_EXPORT int nx_member_delete(void *h, int pid, u32 handle) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_member_delete(h, pid, handle);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+static int do_group_set(void *h, int pid, u32 handle, const u32 *members, u32 n) {
     profile_t *p = prof(h, pid);
     if (!p) return NX_EINVAL;
     if (grow((void **)&p->g, &p->gcap, handle + 1, sizeof(group_t))) return NX_ENOMEM;
@@ -223,7 +332,15 @@ NX_EXPORT int nx_group_set(void *h, int pid, u32 handle, const u32 *members, u32
     return 0;
 }
 
-NX_EXPORT int nx_group_delete(void *h, int pid, u32 handle) {
+NX_EXPORT int nx_group_set(void *h, int pid, u32 handle, const u32 *members, u32 n) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_group_set(h, pid, handle, members, n);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+static int do_group_delete(void *h, int pid, u32 handle) {
     profile_t *p = prof(h, pid);
     if (!p || handle >= p->gcap || !p->g[handle].present) return NX_ENOENT;
     p->g[handle].present = 0;
@@ -231,97 +348,145 @@ NX_EXPORT int nx_group_delete(void *h, int pid, u32 handle) {
     return 0;
 }
 
+NX_EXPORT int nx_group_delete(void *h, int pid, u32 handle) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_group_delete(h, pid, handle);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
 /* ---- counters, registers, meters ------------------------------------------------------------ */
 
+/* a cell's counts not taken yet; reset: take them */
 NX_EXPORT int nx_counter_read(void *h, int cid, u64 idx, u64 *out, int reset) {
     ctx_t *cx = h;
     if (cid < 0 || cid >= NX_NC_REAL || idx >= cx->counters[cid].size) return NX_EINVAL;
     counter_t *c = &cx->counters[cid];
-    out[0] = c->pkts[idx];
-    out[1] = c->bytes[idx];
-    if (reset) c->pkts[idx] = c->bytes[idx] = 0;
+    u64 p = LD(&c->pkts[idx]), b = LD(&c->bytes[idx]);
+    out[0] = p - c->seen[2 * idx];
+    out[1] = b - c->seen[2 * idx + 1];
+    if (reset) {
+        c->seen[2 * idx] = p;
+        c->seen[2 * idx + 1] = b;
+    }
+    return 0;
+}
+
+/* make a cell's counts not taken yet read (pkts, bytes) */
+static int do_counter_write(void *h, int cid, u64 idx, u64 pkts, u64 bytes) {
+    ctx_t *cx = h;
+    if (cid < 0 || cid >= NX_NC_REAL || idx >= cx->counters[cid].size) return NX_EINVAL;
+    counter_t *c = &cx->counters[cid];
+    c->seen[2 * idx] = LD(&c->pkts[idx]) - pkts;
+    c->seen[2 * idx + 1] = LD(&c->bytes[idx]) - bytes;
     return 0;
 }
 
 NX_EXPORT int nx_counter_write(void *h, int cid, u64 idx, u64 pkts, u64 bytes) {
     ctx_t *cx = h;
-    if (cid < 0 || cid >= NX_NC_REAL || idx >= cx->counters[cid].size) return NX_EINVAL;
-    cx->counters[cid].pkts[idx] = pkts;
-    cx->counters[cid].bytes[idx] = bytes;
-    return 0;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_counter_write(h, cid, idx, pkts, bytes);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
 }
 
-/* the cells counted since the last call, with their counts (then zeroed) */
+/* the cells counted in the generation a pull ended, with the counts since they were last
+ * taken */
 NX_EXPORT i64 nx_counter_take(void *h, int cid, u32 *idx, u64 *counts, i64 cap) {
     ctx_t *cx = h;
     if (cid < 0 || cid >= NX_NC_REAL) return NX_EINVAL;
     counter_t *c = &cx->counters[cid];
+    touched_t *l = &c->touched[cx->drain & 1];
     i64 n = 0;
-    for (u32 i = 0; i < c->nd && n < cap; i++, n++) {
-        u32 k = c->dl[i];
+    u32 i = 0;
+    for (; i < l->n && n < cap; i++, n++) {
+        u32 k = l->ids[i];
+        u64 p = LD(&c->pkts[k]), b = LD(&c->bytes[k]);
         idx[n] = k;
-        counts[2 * n] = c->pkts[k];
-        counts[2 * n + 1] = c->bytes[k];
-        c->pkts[k] = c->bytes[k] = 0;
-        c->dirty[k] = 0;
+        counts[2 * n] = p - c->seen[2 * k];
+        counts[2 * n + 1] = b - c->seen[2 * k + 1];
+        c->seen[2 * k] = p;
+        c->seen[2 * k + 1] = b;
     }
-    c->nd = 0;
+    touched_keep(l, i);
     return n;
 }
 
 NX_EXPORT int nx_register_read(void *h, int rid, u64 idx, u64 *out) {
     ctx_t *cx = h;
     if (rid < 0 || rid >= NX_NR_REAL || idx >= cx->regs[rid].size) return NX_EINVAL;
-    u128 v = cx->regs[rid].v[idx];
+    u128 v = reg_load(&cx->regs[rid], idx);
     out[0] = (u64)v;
     out[1] = (u64)(v >> 64);
     return 0;
 }
 
-NX_EXPORT int nx_register_write(void *h, int rid, u64 idx, u64 lo, u64 hi) {
+/* a control-plane write of a cell (under the engine's lock: the packet thread writes too) */
+static int do_register_write(void *h, int rid, u64 idx, u64 lo, u64 hi) {
     ctx_t *cx = h;
     if (rid < 0 || rid >= NX_NR_REAL || idx >= cx->regs[rid].size) return NX_EINVAL;
-    cx->regs[rid].v[idx] = (((u128)hi << 64) | lo) & cx->regs[rid].mask;
+    reg_store(&cx->regs[rid], idx, ((u128)hi << 64) | lo);
     return 0;
 }
 
-/* the cells written since the last call, with their values (low and high words) */
+NX_EXPORT int nx_register_write(void *h, int rid, u64 idx, u64 lo, u64 hi) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_register_write(h, rid, idx, lo, hi);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+/* the cells written in the generation a pull ended, with their values (low and high
+ * words) */
 NX_EXPORT i64 nx_register_take(void *h, int rid, u32 *idx, u64 *vals, i64 cap) {
     ctx_t *cx = h;
     if (rid < 0 || rid >= NX_NR_REAL) return NX_EINVAL;
     reg_t *r = &cx->regs[rid];
+    touched_t *l = &r->touched[cx->drain & 1];
     i64 n = 0;
-    for (u32 i = 0; i < r->nd && n < cap; i++, n++) {
-        u32 k = r->dl[i];
+    u32 i = 0;
+    for (; i < l->n && n < cap; i++, n++) {
+        u32 k = l->ids[i];
+        u128 v = reg_load(r, k);
         idx[n] = k;
-        vals[2 * n] = (u64)r->v[k];
-        vals[2 * n + 1] = (u64)(r->v[k] >> 64);
-        r->dirty[k] = 0;
+        vals[2 * n] = (u64)v;
+        vals[2 * n + 1] = (u64)(v >> 64);
     }
-    r->nd = 0;
+    touched_keep(l, i);
     return n;
 }
 
-NX_EXPORT int nx_meter_set(void *h, int mid, u64 idx, int configured, const double *cfg) {
+static int do_meter_set(void *h, int mid, u64 idx, int configured, const double *cfg) {
     ctx_t *cx = h;
     if (mid < 0 || mid >= NX_NM_REAL || idx >= cx->meters[mid].size) return NX_EINVAL;
     meter_set(&cx->meters[mid].m[idx], configured, cfg);
     return 0;
 }
 
-/* the meters executed since the last call, with their state */
+NX_EXPORT int nx_meter_set(void *h, int mid, u64 idx, int configured, const double *cfg) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_meter_set(h, mid, idx, configured, cfg);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+/* the meters executed in the generation a pull ended, with their state */
 NX_EXPORT i64 nx_meter_take(void *h, int mid, u32 *idx, double *state, i64 cap) {
     ctx_t *cx = h;
     if (mid < 0 || mid >= NX_NM_REAL) return NX_EINVAL;
     meterarr_t *a = &cx->meters[mid];
+    touched_t *l = &a->touched[cx->drain & 1];
     i64 n = 0;
-    for (u32 i = 0; i < a->nd && n < cap; i++, n++) {
-        u32 k = a->dl[i];
+    u32 i = 0;
+    for (; i < l->n && n < cap; i++, n++) {
+        u32 k = l->ids[i];
         idx[n] = k;
         meter_get(&a->m[k], state + 3 * n);
-        a->m[k].dirty = 0;
     }
-    a->nd = 0;
+    touched_keep(l, i);
     return n;
 }
 
@@ -335,13 +500,21 @@ static int rlist_put(rlist_t **slot, const u32 *ports, const u32 *rids, u32 n, i
     return 0;
 }
 
-NX_EXPORT int nx_mgrp_set(void *h, u32 mgid, const u32 *ports, const u32 *rids, u32 n) {
+static int do_mgrp_set(void *h, u32 mgid, const u32 *ports, const u32 *rids, u32 n) {
     ctx_t *cx = h;
     if (mgid >= NX_MGIDS) return NX_EINVAL;
     return rlist_put(&cx->mg[mgid], ports, rids, n, 0);
 }
 
-NX_EXPORT int nx_mgrp_delete(void *h, u32 mgid) {
+NX_EXPORT int nx_mgrp_set(void *h, u32 mgid, const u32 *ports, const u32 *rids, u32 n) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_mgrp_set(h, mgid, ports, rids, n);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+static int do_mgrp_delete(void *h, u32 mgid) {
     ctx_t *cx = h;
     if (mgid >= NX_MGIDS || !cx->mg[mgid]) return NX_ENOENT;
     free(cx->mg[mgid]);
@@ -349,14 +522,31 @@ NX_EXPORT int nx_mgrp_delete(void *h, u32 mgid) {
     return 0;
 }
 
-NX_EXPORT int nx_session_set(void *h, u32 sid, const u32 *ports, const u32 *rids, u32 n,
+NX_EXPORT int nx_mgrp_delete(void *h, u32 mgid) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_mgrp_delete(h, mgid);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+static int do_session_set(void *h, u32 sid, const u32 *ports, const u32 *rids, u32 n,
                              i64 trunc) {
     ctx_t *cx = h;
     if (sid >= NX_SESSIONS) return NX_EINVAL;
     return rlist_put(&cx->ss[sid], ports, rids, n, trunc);
 }
 
-NX_EXPORT int nx_session_delete(void *h, u32 sid) {
+NX_EXPORT int nx_session_set(void *h, u32 sid, const u32 *ports, const u32 *rids, u32 n,
+                             i64 trunc) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_session_set(h, sid, ports, rids, n, trunc);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
+static int do_session_delete(void *h, u32 sid) {
     ctx_t *cx = h;
     if (sid >= NX_SESSIONS || !cx->ss[sid]) return NX_ENOENT;
     free(cx->ss[sid]);
@@ -364,8 +554,16 @@ NX_EXPORT int nx_session_delete(void *h, u32 sid) {
     return 0;
 }
 
+NX_EXPORT int nx_session_delete(void *h, u32 sid) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_session_delete(h, sid);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
+}
+
 /* a parser value set's members (low and high word each), replacing what it held */
-NX_EXPORT int nx_vset_set(void *h, int id, const u64 *words, u32 n) {
+static int do_vset_set(void *h, int id, const u64 *words, u32 n) {
     ctx_t *cx = h;
     if (id < 0 || id >= NX_NV_REAL) return NX_EINVAL;
     u128 *m = malloc((size_t)(n ? n : 1) * sizeof(u128));
@@ -375,6 +573,14 @@ NX_EXPORT int nx_vset_set(void *h, int id, const u64 *words, u32 n) {
     cx->vsets[id].m = m;
     cx->vsets[id].n = n;
     return 0;
+}
+
+NX_EXPORT int nx_vset_set(void *h, int id, const u64 *words, u32 n) {
+    ctx_t *cx = h;
+    pthread_mutex_lock(&cx->mu);
+    int rc = do_vset_set(h, id, words, n);
+    pthread_mutex_unlock(&cx->mu);
+    return rc;
 }
 
 /* ---- packets ------------------------------------------------------------------------------ */
@@ -390,10 +596,12 @@ NX_EXPORT i64 nx_process(void *h, const u8 *buf, const u32 *lens, const u32 *por
     cx->dig.n = 0;
     cx->ndig = 0;
     size_t off = 0;
+    round_enter(cx);
     for (u32 i = 0; i < n; i++) {
         process_one(cx, ports[i], buf + off, lens[i]);
         off += lens[i];
     }
+    round_exit(cx);
     return cx->nout;
 }
 

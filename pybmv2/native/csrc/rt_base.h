@@ -59,6 +59,46 @@ static int grow(void **arr, u32 *cap, u32 need, size_t size) {
     return 0;
 }
 
+/* ---- what the data plane touched, for the control plane's pulls --------------------------
+ *
+ * Counts, register cells and meter buckets have one writer, the thread running packets
+ * (the I/O thread, or the caller of nx_process). It stores them with relaxed atomic stores
+ * and lists every cell it touches once per generation, in that generation's list (two
+ * lists, by the generation's parity). A pull (nx_pull_begin, rt_api.c) starts the next
+ * generation, waits until the packet thread runs no round listing into the old one, and
+ * then reads the old lists and the cells they name with relaxed atomic loads, without the
+ * engine's lock: packets go on meanwhile, listing into the new generation. Counts only grow;
+ * the reader keeps what it has seen of each (`seen`) and takes the difference, so that a
+ * packet counted during a pull is taken by the next one, never twice and never lost. */
+#define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+
+static inline double ld_f64(const double *p) {
+    double v;
+    __atomic_load(p, &v, __ATOMIC_RELAXED);
+    return v;
+}
+
+static inline void st_f64(double *p, double v) { __atomic_store(p, &v, __ATOMIC_RELAXED); }
+
+/* the ids of the cells touched in one generation */
+typedef struct {
+    u32 *ids, n, cap;
+} touched_t;
+
+/* list a cell; 0, or NX_ENOMEM (then it is not listed, and the next touch tries again) */
+static inline int touched_add(touched_t *l, u32 id) {
+    if (grow((void **)&l->ids, &l->cap, l->n + 1, sizeof(u32))) return NX_ENOMEM;
+    l->ids[l->n++] = id;
+    return 0;
+}
+
+/* a take stopped at list position `i` (its caller's room ran out): the rest stays listed */
+static inline void touched_keep(touched_t *l, u32 i) {
+    memmove(l->ids, l->ids + i, (size_t)(l->n - i) * sizeof(u32));
+    l->n -= i;
+}
+
 /* ---- algorithms, bit for bit as BMv2 computes them (pybmv2/calculations.py) ---------- */
 
 static u16 CRC16_TABLE[256], CCITT_TABLE[256];

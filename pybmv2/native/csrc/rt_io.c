@@ -10,8 +10,9 @@
  * buffer and an eventfd; packet-outs come in through the `down` buffer and the other eventfd.
  *
  * The thread holds the context's lock (cx->mu) while it runs packets, never while it waits
- * or sends: a control-plane change waits at most one round. Every packet's ingress and
- * egress global timestamps are read from the clock when it enters that stage.
+ * or sends: a control-plane change waits at most one round. Pulls of the counts take no
+ * lock: each round is one generation's (round_enter, rt_pkt.h; rt_base.h). Every packet's
+ * ingress and egress global timestamps are read from the clock when it enters that stage.
  *
  * Three named extensions hold packets in hold lines (rt_hold.c) on the same clock, in µs
  * since start_ns, and the thread wakes when the next one is due, as the Python engine's
@@ -491,6 +492,7 @@ static void *io_main(void *arg) {
             if (pfd[i].revents & (POLLHUP | POLLNVAL)) io->ports[i].dead = 1;
         }
         pthread_mutex_lock(&cx->mu);
+        round_enter(cx);
         io_release(cx);
         for (u32 i = 0; r > 0 && i < io->nports; i++)
             if (pfd[i].revents & POLLIN) io_receive(cx, &io->ports[i]);
@@ -504,6 +506,7 @@ static void *io_main(void *arg) {
             io_egress_one(cx, q, t);
             if (cx->nout >= IO_BATCH * 4) break;
         }
+        round_exit(cx);
         pthread_mutex_unlock(&cx->mu);
         io_flush(cx);
         io_send_due(io);

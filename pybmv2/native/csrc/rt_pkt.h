@@ -34,8 +34,13 @@ static inline void pkt_fault(pkt_t *p, u32 stack, u128 index, u32 is_unsigned) {
 struct nx_io;
 
 typedef struct ctx {
-    /* held by the I/O thread while it runs packets, and by every control-plane change */
+    /* held by the I/O thread while it runs packets, and by every control-plane change
+     * (not by pulls of what the data plane counted: rt_base.h) */
     pthread_mutex_t mu;
+    /* generations of the touched lists: `gen` is the current one (a pull advances it),
+     * `busy` the one the packet thread's running round lists into (0: no round), `wgen`
+     * the packet thread's copy for its round, `drain` the one a pull reads */
+    u32 gen, busy, wgen, drain;
     struct nx_io *io;
     table_t tables[NX_NT];
     profile_t profiles[NX_NP];
@@ -72,3 +77,17 @@ static inline u8 *scratch(ctx_t *cx, size_t n) {
     if (buf_reserve(&cx->scratch, n + 64)) abort();
     return cx->scratch.p;
 }
+
+/* the packet thread starts a round: it lists into the current generation, published in
+ * `busy` (a pull that advanced `gen` between the load and the store is seen, and taken) */
+static inline void round_enter(ctx_t *cx) {
+    u32 g;
+    do {
+        g = __atomic_load_n(&cx->gen, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&cx->busy, g, __ATOMIC_SEQ_CST);
+    } while (__atomic_load_n(&cx->gen, __ATOMIC_SEQ_CST) != g);
+    cx->wgen = g;
+}
+
+/* the round is over: what it stored is visible to a pull that sees `busy` change */
+static inline void round_exit(ctx_t *cx) { __atomic_store_n(&cx->busy, 0, __ATOMIC_RELEASE); }

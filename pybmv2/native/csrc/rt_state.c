@@ -1,124 +1,164 @@
 /* Stateful externs and the packet replication engine (pybmv2/externs.py, pre.py).
  *
- * Every cell the data plane changes is put on its array's dirty list once, so that the
- * control plane can collect what changed since it last looked without scanning. */
+ * Every cell the data plane changes is listed once per generation (rt_base.h), so that
+ * the control plane collects what changed since it last looked without scanning, and
+ * without the engine's lock. */
 
 typedef struct {
     u32 size;
-    u64 *pkts, *bytes;
-    u8 *dirty;
-    u32 *dl, nd;
+    u64 *pkts, *bytes; /* the packet thread's counts, never reset */
+    u64 *seen;         /* per cell: the packets and bytes the control plane has taken */
+    u32 *mark;
+    touched_t touched[2];
+    const u32 *gen;
 } counter_t;
 
 typedef struct {
     u32 size;
     u128 mask;
-    u128 *v;
-    u8 *dirty;
-    u32 *dl, nd;
+    u64 *v; /* per cell: the low, then the high 64 bits */
+    u32 *mark;
+    touched_t touched[2];
+    const u32 *gen;
 } reg_t;
 
 typedef struct {
     u32 size;
     int packets; /* 1: packet meter, 0: byte meter */
     meter_t *m;
-    u32 *dl, nd;
+    touched_t touched[2];
+    const u32 *gen;
 } meterarr_t;
 
 enum { GREEN = 0, YELLOW = 1, RED = 2 };
+
+/* two lists that hold every one of `size` cells without growing */
+static int touched_init(touched_t *lists, u32 size) {
+    for (int g = 0; g < 2; g++) {
+        lists[g].ids = calloc(size ? size : 1, sizeof(u32));
+        lists[g].cap = size ? size : 1;
+        lists[g].n = 0;
+        if (!lists[g].ids) return NX_ENOMEM;
+    }
+    return 0;
+}
+
+static void touched_free(touched_t *lists) {
+    free(lists[0].ids);
+    free(lists[1].ids);
+}
+
+/* list cell i of an array (once per generation) */
+static inline void cell_touch(u32 *mark, touched_t *lists, const u32 *gen, u64 i) {
+    u32 g = *gen;
+    if (mark[i] != g && touched_add(&lists[g & 1], (u32)i) == 0) mark[i] = g;
+}
 
 static int counter_init(counter_t *c, u32 size) {
     c->size = size;
     c->pkts = calloc(size ? size : 1, sizeof(u64));
     c->bytes = calloc(size ? size : 1, sizeof(u64));
-    c->dirty = calloc(size ? size : 1, 1);
-    c->dl = calloc(size ? size : 1, sizeof(u32));
-    c->nd = 0;
-    return (c->pkts && c->bytes && c->dirty && c->dl) ? 0 : NX_ENOMEM;
+    c->seen = calloc(2 * (size_t)(size ? size : 1), sizeof(u64));
+    c->mark = calloc(size ? size : 1, sizeof(u32));
+    int bad = touched_init(c->touched, size);
+    return (c->pkts && c->bytes && c->seen && c->mark && !bad) ? 0 : NX_ENOMEM;
 }
 
 static void counter_free(counter_t *c) {
     free(c->pkts);
     free(c->bytes);
-    free(c->dirty);
-    free(c->dl);
+    free(c->seen);
+    free(c->mark);
+    touched_free(c->touched);
 }
 
 /* CounterArray.count: out-of-range indices count nothing */
 static inline void counter_count(counter_t *c, u64 i, u64 nbytes) {
     if (i >= c->size) return;
-    c->pkts[i]++;
-    c->bytes[i] += nbytes;
-    if (!c->dirty[i]) {
-        c->dirty[i] = 1;
-        c->dl[c->nd++] = (u32)i;
-    }
+    ST(&c->pkts[i], c->pkts[i] + 1);
+    ST(&c->bytes[i], c->bytes[i] + nbytes);
+    cell_touch(c->mark, c->touched, c->gen, i);
 }
 
 static int reg_init(reg_t *r, u32 size, int width) {
     r->size = size;
     r->mask = width >= 128 ? ~(u128)0 : (((u128)1 << width) - 1);
-    r->v = calloc(size ? size : 1, sizeof(u128));
-    r->dirty = calloc(size ? size : 1, 1);
-    r->dl = calloc(size ? size : 1, sizeof(u32));
-    r->nd = 0;
-    return (r->v && r->dirty && r->dl) ? 0 : NX_ENOMEM;
+    r->v = calloc(2 * (size_t)(size ? size : 1), sizeof(u64));
+    r->mark = calloc(size ? size : 1, sizeof(u32));
+    int bad = touched_init(r->touched, size);
+    return (r->v && r->mark && !bad) ? 0 : NX_ENOMEM;
 }
 
 static void reg_free(reg_t *r) {
     free(r->v);
-    free(r->dirty);
-    free(r->dl);
+    free(r->mark);
+    touched_free(r->touched);
 }
 
-static inline u128 reg_read(const reg_t *r, u64 i) { return i < r->size ? r->v[i] : 0; }
+/* a cell as the packet thread (its only writer) or a reader holding the lock sees it */
+static inline u128 reg_read(const reg_t *r, u64 i) {
+    return i < r->size ? (((u128)r->v[2 * i + 1] << 64) | r->v[2 * i]) : 0;
+}
+
+/* a cell's value, by a pull running beside the packet thread: a value being written may
+ * mix its two halves, and is read again at the next pull (it is listed again) */
+static inline u128 reg_load(const reg_t *r, u64 i) {
+    return ((u128)LD(&r->v[2 * i + 1]) << 64) | LD(&r->v[2 * i]);
+}
+
+static inline void reg_store(reg_t *r, u64 i, u128 v) {
+    v &= r->mask;
+    ST(&r->v[2 * i], (u64)v);
+    ST(&r->v[2 * i + 1], (u64)(v >> 64));
+}
 
 static inline void reg_write(reg_t *r, u64 i, u128 v) {
     if (i >= r->size) return;
-    r->v[i] = v & r->mask;
-    if (!r->dirty[i]) {
-        r->dirty[i] = 1;
-        r->dl[r->nd++] = (u32)i;
-    }
+    reg_store(r, i, v);
+    cell_touch(r->mark, r->touched, r->gen, i);
 }
 
 static int meterarr_init(meterarr_t *a, u32 size, int packets) {
     a->size = size;
     a->packets = packets;
     a->m = calloc(size ? size : 1, sizeof(meter_t));
-    a->dl = calloc(size ? size : 1, sizeof(u32));
-    a->nd = 0;
-    return (a->m && a->dl) ? 0 : NX_ENOMEM;
+    int bad = touched_init(a->touched, size);
+    return (a->m && !bad) ? 0 : NX_ENOMEM;
 }
 
 static void meterarr_free(meterarr_t *a) {
     free(a->m);
-    free(a->dl);
+    touched_free(a->touched);
 }
 
-/* MeterCell.execute: a two-rate three-colour meter refilled continuously */
+/* MeterCell.execute: a two-rate three-colour meter refilled continuously (the packet
+ * thread writes the tokens and the time; a pull reads them) */
 static inline int meter_exec(meter_t *m, u64 units) {
     if (!m->configured) return GREEN;
     double now = mono_seconds(), elapsed = now - m->last, u = (double)units;
-    m->last = now;
     double p = m->tp + elapsed * m->pir, c = m->tc + elapsed * m->cir;
-    m->tp = m->pburst < p ? m->pburst : p;
-    m->tc = m->cburst < c ? m->cburst : c;
-    if (m->tp < u) return RED;
-    m->tp -= u;
-    if (m->tc < u) return YELLOW;
-    m->tc -= u;
-    return GREEN;
+    p = m->pburst < p ? m->pburst : p;
+    c = m->cburst < c ? m->cburst : c;
+    int colour = GREEN;
+    if (p < u) {
+        colour = RED;
+    } else {
+        p -= u;
+        if (c < u) colour = YELLOW;
+        else c -= u;
+    }
+    st_f64(&m->last, now);
+    st_f64(&m->tp, p);
+    st_f64(&m->tc, c);
+    return colour;
 }
 
 static inline int meterarr_exec(meterarr_t *a, u64 i, u64 nbytes) {
     if (i >= a->size) return GREEN;
     meter_t *m = &a->m[i];
     if (!m->configured) return GREEN;
-    if (!m->dirty) {
-        m->dirty = 1;
-        a->dl[a->nd++] = (u32)i;
-    }
+    u32 g = *a->gen;
+    if (m->mark != g && touched_add(&a->touched[g & 1], (u32)i) == 0) m->mark = g;
     return meter_exec(m, a->packets ? 1 : nbytes);
 }
 

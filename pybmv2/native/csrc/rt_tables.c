@@ -18,9 +18,11 @@ typedef struct {
 } call_t;
 
 typedef struct {
-    u8 configured, dirty;
+    u8 configured;
+    u32 mark; /* the generation it was last listed in (meter arrays) */
     double cir, cburst, pir, pburst;
-    double tp, tc, last; /* tokens (peak, committed) and the time of the last update */
+    /* tokens (peak, committed) and the time of the last update: the packet thread's */
+    double tp, tc, last;
 } meter_t;
 
 typedef struct {
@@ -38,9 +40,12 @@ typedef struct {
     u64 seq;
     i32 prio, plen;
     call_t call;
-    u8 ind_kind, cdirty;
+    u8 ind_kind;
     u32 ind_handle, id;
-    u64 pkts, bytes;
+    u32 mark;        /* the generation it was last listed in */
+    u32 tpos;        /* its place in that generation's list */
+    u64 pkts, bytes; /* counted by the packet thread, never reset */
+    u64 seen_pkts, seen_bytes; /* what the control plane has taken of them */
     meter_t meter;
     u64 kw[]; /* a[nw] (value, low), then b[nw] (mask, high) */
 } entry_t;
@@ -56,7 +61,8 @@ typedef struct {
     u64 lmask[129][2];
     u32 *order, norder, ocap;
     call_t def;
-    u32 *dirty, ndirty, dcap;
+    touched_t touched[2]; /* entries whose counters or meter the data plane changed */
+    const u32 *gen;       /* the packet thread's generation (ctx_t.wgen) */
 } table_t;
 
 static void table_init(table_t *t, const table_desc_t *d) {
@@ -81,7 +87,8 @@ static void table_free(table_t *t) {
     free(t->freel);
     free(t->slots);
     free(t->order);
-    free(t->dirty);
+    free(t->touched[0].ids);
+    free(t->touched[1].ids);
 }
 
 static inline entry_t *table_entry(const table_t *t, i64 id) {
@@ -284,6 +291,20 @@ static i64 table_add(table_t *t, const u64 *a, const u64 *b, int plen, i32 prio,
     return id;
 }
 
+/* take a deleted entry off the touched lists (under the engine's lock, no pull running):
+ * it is listed at most once, at its place in its last generation's list, and only if that
+ * list was not taken since (then another entry, or none, is at that place) */
+static void entry_forget(table_t *t, const entry_t *e) {
+    if (!e->mark) return;
+    touched_t *l = &t->touched[e->mark & 1];
+    if (e->tpos >= l->n || l->ids[e->tpos] != e->id) return;
+    u32 last = l->ids[--l->n];
+    if (last != e->id) {
+        l->ids[e->tpos] = last;
+        t->ents[last]->tpos = e->tpos;
+    }
+}
+
 static int table_delete(table_t *t, i64 id) {
     entry_t *e = table_entry(t, id);
     if (!e) return NX_ENOENT;
@@ -293,8 +314,7 @@ static int table_delete(table_t *t, i64 id) {
         hash_remove(t, e);
         if (t->d->mode == MODE_LPM && --t->len_count[e->plen] == 0) lpm_lengths(t);
     }
-    for (u32 i = 0; i < t->ndirty; i++)
-        if (t->dirty[i] == (u32)id) t->dirty[i] = t->dirty[--t->ndirty];
+    entry_forget(t, e);
     free(e);
     t->ents[id] = NULL;
     if (grow((void **)&t->freel, &t->fcap, t->nfree + 1, sizeof(u32))) return NX_ENOMEM;
@@ -302,18 +322,21 @@ static int table_delete(table_t *t, i64 id) {
     return 0;
 }
 
-/* put an entry whose counters or meter the data plane changed on the dirty list */
+/* list an entry whose counters or meter the data plane changed (once per generation) */
 static inline void entry_touch(table_t *t, entry_t *e) {
-    if (!e->cdirty) {
-        e->cdirty = 1;
-        if (grow((void **)&t->dirty, &t->dcap, t->ndirty + 1, sizeof(u32)) == 0)
-            t->dirty[t->ndirty++] = e->id;
+    u32 g = *t->gen;
+    if (e->mark == g) return;
+    touched_t *l = &t->touched[g & 1];
+    u32 at = l->n;
+    if (touched_add(l, e->id) == 0) {
+        e->mark = g;
+        e->tpos = at;
     }
 }
 
 static inline void entry_count(table_t *t, entry_t *e, u64 nbytes) {
-    e->pkts++;
-    e->bytes += nbytes;
+    ST(&e->pkts, e->pkts + 1);
+    ST(&e->bytes, e->bytes + nbytes);
     entry_touch(t, e);
 }
 
