@@ -42,7 +42,7 @@ def test_quick_run_writes_table_plots_and_data(tmp_path: Path, target_name: str,
     # the switches' CPU over every run and all-reduce, and the verdict in the table
     measured = [*results["runs"], *(a for a in results["allreduce"] if a["ok"])]  # a mesh that never connected: not
     assert measured and all(r["switch_cpu"] is not None for r in measured)
-    assert results["cpu"]["switch_max"] > 0 and "switch CPU: " in table
+    assert 0 <= results["cpu"]["switch_max"] <= 1.5 and "switch CPU: " in table
 
 
 def test_bad_input_is_rejected_before_anything_starts(tmp_path: Path, capsys) -> None:
