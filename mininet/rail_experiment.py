@@ -239,7 +239,7 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
                      "(paper: 1.08-1.11 with NVLink >> NIC)")
     cpu = {f: cpu_summary(r for r in rows if r["fabric"] == f) for f in topos}
     for f in topos:
-        engines = infos.get(f, {}).get("engines") if isinstance(infos.get(f), dict) else None
+        engines = (infos.get(f) or {}).get("engines")
         on = f" ({engines_text(engines)})" if engines else ""
         lines.append(f"switch CPU, {f}{on}: {cpu_verdict(cpu[f])}")
     for name, sp in spreads.items():

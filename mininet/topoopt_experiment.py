@@ -60,8 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--servers", type=int, default=16, help="servers of both fabrics")
     p.add_argument("--degrees", default="2,3,4", help="comma-separated TopoOpt degrees (NICs per server)")
     p.add_argument("--rate-mbps", type=float, default=25.0,
-                   help="each TopoOpt NIC; the fat-tree NIC gets d x this (at 50 its one leaf, forwarding all "
-                        "16 servers, is switch-bound on 2 cores: the run reports it)")
+                   help="each TopoOpt NIC; the fat-tree NIC gets d x this (at 25 its one leaf, forwarding all "
+                        "16 servers, already uses 65-85%% of a core on 2 cores: the run reports it)")
     p.add_argument("--allreduce-kb", type=int, default=1280, help="all-reduce size per server, KiB")
     p.add_argument("--alltoall-kb", type=int, default=640, help="all-to-all size per server, KiB")
     p.add_argument("--quick", action="store_true", help="8 servers, degree 2, 1 repetition, small collectives")

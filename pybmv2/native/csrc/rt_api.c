@@ -7,6 +7,17 @@
 
 #include <sched.h>
 
+/* the body of an exported nx_X that changes state: do_X(...) under the engine's lock, and
+ * its result (the function's first parameter is the handle, h) */
+#define LOCKED(type, call)                  \
+    do {                                    \
+        ctx_t *cx_ = h;                     \
+        pthread_mutex_lock(&cx_->mu);       \
+        type rc_ = (call);                  \
+        pthread_mutex_unlock(&cx_->mu);     \
+        return rc_;                         \
+    } while (0)
+
 static void set_call(call_t *c, i32 action, const u64 *args, int nargs) {
     memset(c, 0, sizeof *c);
     c->action = action;
@@ -109,11 +120,7 @@ static i64 do_table_add(void *h, int tid, const u64 *a, const u64 *b, int plen, 
 NX_EXPORT i64 nx_table_add(void *h, int tid, const u64 *a, const u64 *b, int plen, i32 prio,
                            u64 seq, i32 action, const u64 *args, int nargs, int ind_kind,
                            u32 ind_handle) {
-    ctx_t *cx = h;
-    pthread_mutex_lock(&cx->mu);
-    i64 rc = do_table_add(h, tid, a, b, plen, prio, seq, action, args, nargs, ind_kind, ind_handle);
-    pthread_mutex_unlock(&cx->mu);
-    return rc;
+    LOCKED(i64, do_table_add(h, tid, a, b, plen, prio, seq, action, args, nargs, ind_kind, ind_handle));
 }
 
 static int do_table_modify(void *h, int tid, i64 eid, i32 action, const u64 *args, int nargs,
@@ -128,11 +135,7 @@ static int do_table_modify(void *h, int tid, i64 eid, i32 action, const u64 *arg
 
 NX_EXPORT int nx_table_modify(void *h, int tid, i64 eid, i32 action, const u64 *args, int nargs,
                               int ind_kind, u32 ind_handle) {
-    ctx_t *cx = h;
-    pthread_mutex_lock(&cx->mu);
-    int rc = do_table_modify(h, tid, eid, action, args, nargs, ind_kind, ind_handle);
-    pthread_mutex_unlock(&cx->mu);
-    return rc;
+    LOCKED(int, do_table_modify(h, tid, eid, action, args, nargs, ind_kind, ind_handle));
 }
 
 static int do_table_delete(void *h, int tid, i64 eid) {
@@ -141,11 +144,7 @@ static int do_table_delete(void *h, int tid, i64 eid) {
 }
 
 NX_EXPORT int nx_table_delete(void *h, int tid, i64 eid) {
-    ctx_t *cx = h;
-    pthread_mutex_lock(&cx->mu);
-    int rc = do_table_delete(h, tid, eid);
-    pthread_mutex_unlock(&cx->mu);
-    return rc;
+    LOCKED(int, do_table_delete(h, tid, eid));
 }
 
 static int do_table_set_default(void *h, int tid, i32 action, const u64 *args, int nargs) {
@@ -156,11 +155,7 @@ static int do_table_set_default(void *h, int tid, i32 action, const u64 *args, i
 }
 
 NX_EXPORT int nx_table_set_default(void *h, int tid, i32 action, const u64 *args, int nargs) {
-    ctx_t *cx = h;
-    pthread_mutex_lock(&cx->mu);
-    int rc = do_table_set_default(h, tid, action, args, nargs);
-    pthread_mutex_unlock(&cx->mu);
-    return rc;
+    LOCKED(int, do_table_set_default(h, tid, action, args, nargs));
 }
 
 NX_EXPORT i64 nx_table_size(void *h, int tid) {
@@ -202,11 +197,7 @@ static int do_entry_set_counters(void *h, int tid, i64 eid, u64 pkts, u64 bytes)
 }
 
 NX_EXPORT int nx_entry_set_counters(void *h, int tid, i64 eid, u64 pkts, u64 bytes) {
-    ctx_t *cx = h;
-    pthread_mutex_lock(&cx->mu);
-    int rc = do_entry_set_counters(h, tid, eid, pkts, bytes);
-    pthread_mutex_unlock(&cx->mu);
-    return rc;
+    LOCKED(int, do_entry_set_counters(h, tid, eid, pkts, bytes));
 }
 
 /* meters: cfg = cir, cburst, pir, pburst, peak tokens, committed tokens, last update (s) */
@@ -237,11 +228,7 @@ static int do_entry_meter(void *h, int tid, i64 eid, int configured, const doubl
 }
 
 NX_EXPORT int nx_entry_meter(void *h, int tid, i64 eid, int configured, const double *cfg) {
-    ctx_t *cx = h;
-    pthread_mutex_lock(&cx->mu);
-    int rc = do_entry_meter(h, tid, eid, configured, cfg);
-    pthread_mutex_unlock(&cx->mu);
-    return rc;
+    LOCKED(int, do_entry_meter(h, tid, eid, configured, cfg));
 }
 
 /* start a pull: the next generation of touched lists begins, and once the packet thread
@@ -298,11 +285,7 @@ static int do_member_set(void *h, int pid, u32 handle, i32 action, const u64 *ar
 }
 
 NX_EXPORT int nx_member_set(void *h, int pid, u32 handle, i32 action, const u64 *args, int nargs) {
-    ctx_t *cx = h;
-    pthread_mutex_lock(&cx->mu);
-    int rc = do_member_set(h, pid, handle, action, args, nargs);
-    pthread_mutex_unlock(&cx->mu);
-    return rc;
+    LOCKED(int, do_member_set(h, pid, handle, action, args, nargs));
 }
 
 static int do_member_delete(void *h, int pid, u32 handle) {
@@ -313,11 +296,7 @@ static int do_member_delete(void *h, int pid, u32 handle) {
 }
 
 NX_EXPORT int nx_member_delete(void *h, int pid, u32 handle) {
-    ctx_t *cx = h;
-    pthread_mutex_lock(&cx->mu);
-    int rc = do_member_delete(h, pid, handle);
-    pthread_mutex_unlock(&cx->mu);
-    return rc;
+    LOCKED(int, do_member_delete(h, pid, handle));
 }
 
 static int do_group_set(void *h, int pid, u32 handle, const u32 *members, u32 n) {
@@ -333,11 +312,7 @@ static int do_group_set(void *h, int pid, u32 handle, const u32 *members, u32 n)
 }
 
 NX_EXPORT int nx_group_set(void *h, int pid, u32 handle, const u32 *members, u32 n) {
-    ctx_t *cx = h;
-    pthread_mutex_lock(&cx->mu);
-    int rc = do_group_set(h, pid, handle, members, n);
-    pthread_mutex_unlock(&cx->mu);
-    return rc;
+    LOCKED(int, do_group_set(h, pid, handle, members, n));
 }
 
 static int do_group_delete(void *h, int pid, u32 handle) {
@@ -349,11 +324,7 @@ static int do_group_delete(void *h, int pid, u32 handle) {
 }
 
 NX_EXPORT int nx_group_delete(void *h, int pid, u32 handle) {
-    ctx_t *cx = h;
-    pthread_mutex_lock(&cx->mu);
-    int rc = do_group_delete(h, pid, handle);
-    pthread_mutex_unlock(&cx->mu);
-    return rc;
+    LOCKED(int, do_group_delete(h, pid, handle));
 }
 
 /* ---- counters, registers, meters ------------------------------------------------------------ */
@@ -384,11 +355,7 @@ static int do_counter_write(void *h, int cid, u64 idx, u64 pkts, u64 bytes) {
 }
 
 NX_EXPORT int nx_counter_write(void *h, int cid, u64 idx, u64 pkts, u64 bytes) {
-    ctx_t *cx = h;
-    pthread_mutex_lock(&cx->mu);
-    int rc = do_counter_write(h, cid, idx, pkts, bytes);
-    pthread_mutex_unlock(&cx->mu);
-    return rc;
+    LOCKED(int, do_counter_write(h, cid, idx, pkts, bytes));
 }
 
 /* the cells counted in the generation a pull ended, with the counts since they were last
@@ -431,11 +398,7 @@ static int do_register_write(void *h, int rid, u64 idx, u64 lo, u64 hi) {
 }
 
 NX_EXPORT int nx_register_write(void *h, int rid, u64 idx, u64 lo, u64 hi) {
-    ctx_t *cx = h;
-    pthread_mutex_lock(&cx->mu);
-    int rc = do_register_write(h, rid, idx, lo, hi);
-    pthread_mutex_unlock(&cx->mu);
-    return rc;
+    LOCKED(int, do_register_write(h, rid, idx, lo, hi));
 }
 
 /* the cells written in the generation a pull ended, with their values (low and high
@@ -466,11 +429,7 @@ static int do_meter_set(void *h, int mid, u64 idx, int configured, const double 
 }
 
 NX_EXPORT int nx_meter_set(void *h, int mid, u64 idx, int configured, const double *cfg) {
-    ctx_t *cx = h;
-    pthread_mutex_lock(&cx->mu);
-    int rc = do_meter_set(h, mid, idx, configured, cfg);
-    pthread_mutex_unlock(&cx->mu);
-    return rc;
+    LOCKED(int, do_meter_set(h, mid, idx, configured, cfg));
 }
 
 /* the meters executed in the generation a pull ended, with their state */
@@ -507,11 +466,7 @@ static int do_mgrp_set(void *h, u32 mgid, const u32 *ports, const u32 *rids, u32
 }
 
 NX_EXPORT int nx_mgrp_set(void *h, u32 mgid, const u32 *ports, const u32 *rids, u32 n) {
-    ctx_t *cx = h;
-    pthread_mutex_lock(&cx->mu);
-    int rc = do_mgrp_set(h, mgid, ports, rids, n);
-    pthread_mutex_unlock(&cx->mu);
-    return rc;
+    LOCKED(int, do_mgrp_set(h, mgid, ports, rids, n));
 }
 
 static int do_mgrp_delete(void *h, u32 mgid) {
@@ -523,11 +478,7 @@ static int do_mgrp_delete(void *h, u32 mgid) {
 }
 
 NX_EXPORT int nx_mgrp_delete(void *h, u32 mgid) {
-    ctx_t *cx = h;
-    pthread_mutex_lock(&cx->mu);
-    int rc = do_mgrp_delete(h, mgid);
-    pthread_mutex_unlock(&cx->mu);
-    return rc;
+    LOCKED(int, do_mgrp_delete(h, mgid));
 }
 
 static int do_session_set(void *h, u32 sid, const u32 *ports, const u32 *rids, u32 n,
@@ -539,11 +490,7 @@ static int do_session_set(void *h, u32 sid, const u32 *ports, const u32 *rids, u
 
 NX_EXPORT int nx_session_set(void *h, u32 sid, const u32 *ports, const u32 *rids, u32 n,
                              i64 trunc) {
-    ctx_t *cx = h;
-    pthread_mutex_lock(&cx->mu);
-    int rc = do_session_set(h, sid, ports, rids, n, trunc);
-    pthread_mutex_unlock(&cx->mu);
-    return rc;
+    LOCKED(int, do_session_set(h, sid, ports, rids, n, trunc));
 }
 
 static int do_session_delete(void *h, u32 sid) {
@@ -555,11 +502,7 @@ static int do_session_delete(void *h, u32 sid) {
 }
 
 NX_EXPORT int nx_session_delete(void *h, u32 sid) {
-    ctx_t *cx = h;
-    pthread_mutex_lock(&cx->mu);
-    int rc = do_session_delete(h, sid);
-    pthread_mutex_unlock(&cx->mu);
-    return rc;
+    LOCKED(int, do_session_delete(h, sid));
 }
 
 /* a parser value set's members (low and high word each), replacing what it held */
@@ -576,11 +519,7 @@ static int do_vset_set(void *h, int id, const u64 *words, u32 n) {
 }
 
 NX_EXPORT int nx_vset_set(void *h, int id, const u64 *words, u32 n) {
-    ctx_t *cx = h;
-    pthread_mutex_lock(&cx->mu);
-    int rc = do_vset_set(h, id, words, n);
-    pthread_mutex_unlock(&cx->mu);
-    return rc;
+    LOCKED(int, do_vset_set(h, id, words, n));
 }
 
 /* ---- packets ------------------------------------------------------------------------------ */

@@ -96,6 +96,17 @@ typedef struct nx_io {
     hline_t cal, tx_line, rx_line;
 } nx_io_t;
 
+/* one side of a double buffer: under mu, the records gathered in live move to work, and
+ * live starts empty (what work held before is reused) */
+static void buf_swap(pthread_mutex_t *mu, nx_buf_t *live, nx_buf_t *work) {
+    pthread_mutex_lock(mu);
+    nx_buf_t t = *live;
+    *live = *work;
+    *work = t;
+    live->n = 0;
+    pthread_mutex_unlock(mu);
+}
+
 static inline u64 io_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -184,14 +195,8 @@ static void io_enqueue_jobs(ctx_t *cx) {
 }
 
 static void io_ingress(ctx_t *cx, u64 port, const u8 *frame, u32 len) {
-    cx->qhead = cx->qtail = 0;
     cx->now_us = io_now_us(cx->io);
-    pkt_t *s = &cx->tmp[0];
-    new_state(cx, s, frame, len);
-    std_set_ingress_port(s, port);
-    std_set_packet_length(s, len);
-    std_set_ingress_global_timestamp(s, cx->now_us);
-    ingress_passes(cx, 0, (i64)port);
+    ingress_frame(cx, port, frame, len);
     io_enqueue_jobs(cx);
 }
 
@@ -427,12 +432,7 @@ static void io_receive(ctx_t *cx, ioport_t *p) {
 /* packet-outs (and other frames Python injects), each through ingress */
 static void io_injected(ctx_t *cx) {
     nx_io_t *io = cx->io;
-    pthread_mutex_lock(&io->downmu);
-    nx_buf_t t = io->down;
-    io->down = io->down_work;
-    io->down_work = t;
-    io->down.n = 0;
-    pthread_mutex_unlock(&io->downmu);
+    buf_swap(&io->downmu, &io->down, &io->down_work);
     for (size_t at = 0; at + 16 <= io->down_work.n;) {
         u64 port;
         u32 len;

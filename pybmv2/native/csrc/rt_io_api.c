@@ -173,12 +173,7 @@ NX_EXPORT u64 nx_io_take(void *h, const u8 **recs) {
     ctx_t *cx = h;
     nx_io_t *io = cx->io;
     if (!io) return 0;
-    pthread_mutex_lock(&io->upmu);
-    nx_buf_t t = io->up_back;
-    io->up_back = io->up;
-    io->up = t;
-    io->up.n = 0;
-    pthread_mutex_unlock(&io->upmu);
+    buf_swap(&io->upmu, &io->up, &io->up_back);
     *recs = io->up_back.p;
     return io->up_back.n;
 }

@@ -292,7 +292,8 @@ static void egress(ctx_t *cx, pkt_t *s, int *passes) {
     pool_give(cx, &s->v);
 }
 
-static void process_one(ctx_t *cx, u64 port, const u8 *frame, u32 len) {
+/* a frame received on port at cx->now_us through ingress (its jobs queued in cx->q) */
+static void ingress_frame(ctx_t *cx, u64 port, const u8 *frame, u32 len) {
     cx->qhead = cx->qtail = 0;
     pkt_t *s = &cx->tmp[0];
     new_state(cx, s, frame, len);
@@ -300,6 +301,10 @@ static void process_one(ctx_t *cx, u64 port, const u8 *frame, u32 len) {
     std_set_packet_length(s, len);
     std_set_ingress_global_timestamp(s, cx->now_us);
     ingress_passes(cx, 0, (i64)port);
+}
+
+static void process_one(ctx_t *cx, u64 port, const u8 *frame, u32 len) {
+    ingress_frame(cx, port, frame, len);
     int passes = 0;
     while (cx->qhead < cx->qtail) {
         pkt_t job = cx->q[cx->qhead++];
