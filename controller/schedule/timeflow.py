@@ -100,18 +100,36 @@ def slots(schedule: Schedule, margin_us: int = 0) -> Slots:
     return Slots(grid, count, tuple(active))
 
 
-def _first(grid: Slots, tor: int, arrival: int, want: int | None) -> tuple[int, int, int] | None:
-    """The first ``(slot, uplink, rack)`` from ``arrival`` on (cyclically, as an absolute slot
-    number >= arrival) in which ``tor`` has a circuit to ``want`` (None: to any rack)."""
-    for k in range(grid.count):
-        slot = arrival + k
-        for uplink, matching in enumerate(grid.active[slot % grid.count]):
-            if matching is None:
-                continue
-            dst = matching[tor]
+def _next_hops(grid: Slots, tor: int, want: int | None) -> list[tuple[int, int, int] | None]:
+    """For every arrival slot, the first ``(slot, uplink, rack)`` from it on (cyclically, as
+    an absolute slot number >= arrival) in which ``tor`` has a circuit to ``want`` (None: to
+    any rack), the lowest uplink first; None where no circuit ever does. One backward sweep
+    over two cycles, so a grid of 100,000 slots costs two passes, not one scan per slot.
+
+    >>> from controller.schedule.generators import round_robin
+    >>> g = slots(round_robin(4, slice_us=900, night_us=100))
+    >>> hops = _next_hops(g, 0, 2)  # rack 0 reaches rack 2 on day 1, slots 10-18
+    >>> hops[0], hops[9], hops[18], hops[29]
+    ((10, 0, 2), (10, 0, 2), (18, 0, 2), (40, 0, 2))
+    """
+    here: list[tuple[int, int] | None] = []
+    for row in grid.active:
+        hit = None
+        for uplink, matching in enumerate(row):
+            dst = matching[tor] if matching is not None else None
             if dst is not None and (want is None or dst == want):
-                return slot, uplink, dst
-    return None
+                hit = (uplink, dst)
+                break
+        here.append(hit)
+    out: list[tuple[int, int, int] | None] = [None] * grid.count
+    upcoming: tuple[int, int, int] | None = None
+    for slot in range(2 * grid.count - 1, -1, -1):
+        hit = here[slot % grid.count]
+        if hit is not None:
+            upcoming = (slot, hit[0], hit[1])
+        if slot < grid.count:
+            out[slot] = upcoming
+    return out
 
 
 def timeflow(schedule: Schedule, routing: str = "direct", margin_us: int = 0) -> list[TimeFlowEntry]:
@@ -127,19 +145,22 @@ def timeflow(schedule: Schedule, routing: str = "direct", margin_us: int = 0) ->
     grid = slots(schedule, margin_us)
     out: list[TimeFlowEntry] = []
     for tor in range(schedule.racks):
+        vlb = routing == "vlb" and schedule.kind != "one-shot"
+        any_rack = _next_hops(grid, tor, None) if vlb else []
         for dst in range(schedule.racks):
             if dst == tor:
                 continue
+            direct = _next_hops(grid, tor, dst)
             for arrival in range(grid.count):
-                hop = _first(grid, tor, arrival, dst)
+                hop = direct[arrival]
                 if hop is None and schedule.kind == "one-shot":
                     continue  # a pinned topology: reached over several circuits (TopoOpt), if at all
                 if hop is None:
                     raise ConfigError(schedule.source, "circuits", schedule.name,
                                       f"no circuit ever connects rack {tor} to rack {dst}")
                 out.append(TimeFlowEntry(tor, dst, arrival, True, hop[0], hop[1], dst))
-                if routing == "vlb" and schedule.kind != "one-shot":
-                    first = _first(grid, tor, arrival, None)
+                if vlb:
+                    first = any_rack[arrival]
                     assert first is not None
                     out.append(TimeFlowEntry(tor, dst, arrival, False, first[0], first[1], first[2]))
                 else:
