@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from controller.errors import MlfabricError
 from controller.p4build import pipeline_files
 from controller.p4runtime.client import P4ClientError, P4RuntimeClient
-from controller.p4runtime.entities import decode_rule
 from controller.p4runtime.reconcile import RuleDiff, diff_rules, sync_updates
 from controller.p4runtime.schema import P4Schema, load_p4info
 from controller.progress import MultiProgress
@@ -116,7 +115,7 @@ def install_fabric(topo: Topology, addresses: Mapping[str, str] | None = None, *
 
 
 def _read_rules(client: P4RuntimeClient, schema: P4Schema):
-    return [decode_rule(schema, e) for e in client.read_table_entries()]
+    return client.read_rules(schema)
 
 
 def diff_fabric(topo: Topology, addresses: Mapping[str, str] | None = None, *,

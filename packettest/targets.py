@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from controller.netstate import NetRecord
 from controller.p4build import Artifact
@@ -19,6 +20,9 @@ from controller.p4runtime.client import P4RuntimeClient
 from controller.p4runtime.schema import P4Schema, load_p4info
 from controller.readiness import free_tcp_port
 from controller.switch_process import CPU_PORT, SwitchProcess, SwitchSpec
+
+if TYPE_CHECKING:
+    from pybmv2.runtime.server import ServerOptions
 
 __all__ = ["KINDS", "Outputs", "PacketTarget", "open_target"]
 
@@ -61,7 +65,7 @@ class InProcessTarget(PacketTarget):
     kind = "python"
 
     def __init__(self, artifact: Artifact, *, device_id: int = 1, cpu_port: int = CPU_PORT,
-                 engine: str = "python") -> None:
+                 engine: str = "python", server_options: ServerOptions | None = None) -> None:
         from pybmv2.runtime.server import P4RuntimeServer
         from pybmv2.switch import V1Switch
 
@@ -71,7 +75,8 @@ class InProcessTarget(PacketTarget):
             from pybmv2.native.switch import NativeSwitch
 
             self.switch = NativeSwitch(None, cpu_port=cpu_port, engine=engine)
-        self.server = P4RuntimeServer(self.switch, device_id=device_id, address="127.0.0.1:0")
+        self.server = P4RuntimeServer(self.switch, device_id=device_id, address="127.0.0.1:0",
+                                      options=server_options)
         self.server.start()
         try:
             self.client = P4RuntimeClient(self.server.address, device_id=device_id).connect()
@@ -136,19 +141,22 @@ class ProcessTarget(PacketTarget):
 def open_target(kind: str, artifact: Artifact, ports: Sequence[int] = (1, 2, 3, 4), *,
                 device_id: int = 1, cpu_port: int = CPU_PORT,
                 engine: str = "python", extra_args: tuple[str, ...] = (),
-                log_dir: Path | None = None) -> Iterator[PacketTarget]:
+                log_dir: Path | None = None,
+                server_options: ServerOptions | None = None) -> Iterator[PacketTarget]:
     """Start a target of ``kind`` with ``artifact`` loaded; always torn down on exit.
 
     ``engine`` (``python``, ``native`` or ``auto``) selects the packet engine of the Python
     target, in process or as a process; ``bmv2`` ignores it. ``extra_args`` are more options
     for a switch process, which writes its output (and BMv2 its log) into ``log_dir`` when
     given (else into a temporary folder, for :meth:`ProcessTarget.log_text`).
+    ``server_options`` tune the in-process Python target's P4Runtime server.
     """
     if kind not in KINDS:
         raise ValueError(f"unknown target kind {kind!r}: choose one of {KINDS}")
     target: PacketTarget
     if kind == "python":
-        target = InProcessTarget(artifact, device_id=device_id, cpu_port=cpu_port, engine=engine)
+        target = InProcessTarget(artifact, device_id=device_id, cpu_port=cpu_port, engine=engine,
+                                 server_options=server_options)
     else:
         target = ProcessTarget(kind, artifact, ports, device_id=device_id, cpu_port=cpu_port,
                                engine=engine, extra_args=extra_args, log_dir=log_dir)

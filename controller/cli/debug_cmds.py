@@ -60,13 +60,14 @@ def _program_on(address: str, device_id: int, name: str) -> str:
     import grpc
     from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+    from controller.p4runtime.client import CHANNEL_OPTIONS
     from controller.readiness import tcp_open
 
     host, _, port = address.rpartition(":")
     if not (port.isdigit() and tcp_open(host or "127.0.0.1", int(port))):
         raise EmulationError(f"switch {name} at {address} does not answer: is its fabric still running? "
                              "(mlfabric fabric status)")
-    channel = grpc.insecure_channel(address)
+    channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
     try:
         try:
             grpc.channel_ready_future(channel).result(timeout=3)

@@ -115,7 +115,7 @@ def _show(args: argparse.Namespace) -> int:
     with connect(args) as client:
         schema = remote_schema(client)
         tables = [schema.table(args.table)] if args.table else list(schema.tables)
-        rules = [decode_rule(schema, e) for e in client.read_table_entries(tables[0].id if args.table else 0)]
+        rules = client.read_rules(schema, tables[0].id if args.table else 0)
         defaults = {d.table: d for d in (decode_rule(schema, e) for e in client.read_default_entries(t.id for t in tables))}
     data = show_data(schema, tables, rules, defaults)
     emit(data, as_json=args.json, text=show_text(data) if data else f"{args.switch}: the program has no tables")
@@ -124,8 +124,7 @@ def _show(args: argparse.Namespace) -> int:
 
 def _entry_present(client: P4RuntimeClient, schema: P4Schema, rule: TableRule) -> bool:
     key = rule_key(decode_rule(schema, encode_rule(schema, rule)))  # as the switch would hold it
-    return any(rule_key(decode_rule(schema, e)) == key
-               for e in client.read_table_entries(schema.table(rule.table).id))
+    return any(rule_key(r) == key for r in client.read_rules(schema, schema.table(rule.table).id))
 
 
 def _write_default(args: argparse.Namespace, client: P4RuntimeClient, schema: P4Schema,

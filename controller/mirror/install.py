@@ -89,7 +89,7 @@ def _clone_sessions(client: P4RuntimeClient, session: int) -> list[tuple[int, in
 
 
 def _installed(client: P4RuntimeClient, schema: P4Schema, table: str) -> list[TableRule]:
-    return [decode_rule(schema, e) for e in client.read_table_entries(schema.table(table).id)]
+    return client.read_rules(schema, schema.table(table).id)
 
 
 def _check_free(name: str, want: SwitchMirror, client: P4RuntimeClient, schema: P4Schema) -> bool:

@@ -20,13 +20,48 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from controller.errors import MlfabricError, ReadinessTimeout
 from controller.p4runtime.entities import TableRule
+from controller.p4runtime.read_wire import decode_table_rules
 from controller.p4runtime.reconcile import inverse
 from controller.p4runtime.schema import P4Schema
 from controller.p4runtime.wire import encode_rule_updates, encode_write_request
 
-__all__ = ["P4ClientError", "P4RuntimeClient", "UpdateError", "WriteResult"]
+__all__ = ["CHANNEL_OPTIONS", "MAX_WRITE_BYTES", "P4ClientError", "P4RuntimeClient", "UpdateError",
+           "WriteResult", "batch_bounds"]
 
 log = logging.getLogger(__name__)
+
+#: The controller's channels take messages of any size (protobuf's 2 GiB is the bound left).
+#: gRPC's default refuses any message over 4 MiB, and the switches send more than that:
+#: simple_switch_grpc (PI) answers a Read with one ReadResponse however large (a ToR's
+#: 100,000 time-flow entries are about 6 MB), GetForwardingPipelineConfig returns the whole
+#: BMv2 JSON, and a StreamChannel digest list is as long as the controller configured it.
+CHANNEL_OPTIONS = (("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1))
+#: A Write batch ends before it reaches this many bytes, whatever its count: a server with
+#: gRPC's default 4 MiB limit accepts every batch (PI and the Python target accept 256 MiB).
+MAX_WRITE_BYTES = 1 << 20
+
+
+def batch_bounds(sizes: Sequence[int], max_count: int, max_bytes: int = MAX_WRITE_BYTES) -> list[tuple[int, int]]:
+    """Cut a run of updates of ``sizes`` bytes into ``(start, end)`` batches of at most
+    ``max_count`` updates and ``max_bytes`` bytes (an update bigger than that goes alone).
+
+    >>> batch_bounds([10, 10, 10, 10, 10], max_count=2)
+    [(0, 2), (2, 4), (4, 5)]
+    >>> batch_bounds([600, 600, 100, 2000], max_count=10, max_bytes=1000)
+    [(0, 1), (1, 3), (3, 4)]
+    """
+    if max_count < 1:
+        raise MlfabricError(f"batch size must be >= 1, got {max_count}")
+    bounds: list[tuple[int, int]] = []
+    start = used = 0
+    for i, size in enumerate(sizes):
+        if i > start and (i - start >= max_count or used + size > max_bytes):
+            bounds.append((start, i))
+            start, used = i, 0
+        used += size
+    if start < len(sizes):
+        bounds.append((start, len(sizes)))
+    return bounds
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +128,34 @@ def _wrap(operation: str, exc: grpc.RpcError, offset: int = 0) -> P4ClientError:
     return P4ClientError(operation, code, message or "", errors)
 
 
+class _IdleWatchdog:
+    """Cancel a streaming call once ``idle`` seconds pass without :meth:`progress`."""
+
+    def __init__(self, call: grpc.Future, idle: float) -> None:
+        self.fired = False
+        self._call, self._idle = call, idle
+        self._moved, self._done = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="p4rt-read-watchdog", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._done.is_set():
+            if not self._moved.wait(self._idle):
+                if not self._done.is_set():
+                    self.fired = True
+                    self._call.cancel()
+                return
+            self._moved.clear()
+
+    def progress(self) -> None:
+        self._moved.set()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._moved.set()
+        self._thread.join()
+
+
 class P4RuntimeClient:
     """A connection to one P4Runtime server, as one controller (device, role, election id).
 
@@ -148,7 +211,7 @@ class P4RuntimeClient:
         Waits up to ``wait`` seconds (default: the client timeout) for the server.
         """
         wait = self.timeout if wait is None else wait
-        self._channel = grpc.insecure_channel(self.address)
+        self._channel = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
         try:
             grpc.channel_ready_future(self._channel).result(timeout=wait)
         except grpc.FutureTimeoutError:
@@ -258,18 +321,16 @@ class P4RuntimeClient:
         Batches after a failed one are still sent, so that the error reports every bad
         update; indices in the error are positions in ``updates``.
         """
-        size = batch_size or self.batch_size
-        if size < 1:
-            raise MlfabricError(f"batch size must be >= 1, got {size}")
+        bounds = batch_bounds([u.ByteSize() for u in updates], batch_size or self.batch_size)
         failures: list[UpdateError] = []
         first_error: P4ClientError | None = None
         batches = 0
-        for start in range(0, len(updates), size):
+        for start, end in bounds:
             req = p4runtime_pb2.WriteRequest(device_id=self.device_id)
             req.election_id.CopyFrom(self._election())
             if self.role:
                 req.role = self.role
-            req.updates.extend(updates[start : start + size])
+            req.updates.extend(updates[start:end])
             batches += 1
             try:
                 self.stub.Write(req, timeout=self.timeout)
@@ -298,8 +359,8 @@ class P4RuntimeClient:
         method = self._raw_write()
         before = self._table_entries({schema.table(r.table).id for r in rules}) if atomic and rules else {}
         batches = 0
-        for start in range(0, len(encoded), size):
-            chunk = encoded[start : start + size]
+        for start, end in batch_bounds([len(u) for u in encoded], size):
+            chunk = encoded[start:end]
             request = encode_write_request(self.device_id, self.election_id, chunk, self.role)
             batches += 1
             try:
@@ -386,17 +447,52 @@ class P4RuntimeClient:
         return out
 
     def read(self, entities: Iterable[p4runtime_pb2.Entity]) -> list[p4runtime_pb2.Entity]:
+        """Every entity the switch answers, over all the responses of the Read's stream.
+
+        A Read has no overall deadline, since a big table takes as long as it takes: it is
+        cancelled once ``timeout`` seconds pass with no response (a stalled switch).
+        """
+        out: list[p4runtime_pb2.Entity] = []
+        for data in self._read_raw(entities):
+            out.extend(p4runtime_pb2.ReadResponse.FromString(data).entities)
+        return out
+
+    def _read_raw(self, entities: Iterable[p4runtime_pb2.Entity]) -> list[bytes]:
+        """The serialized responses of one Read of ``entities``, with the idle deadline of
+        :meth:`read` (responses are parsed after they all arrived: pure-Python protobuf
+        takes longer to parse a big one than the switch takes to send it)."""
+        if self._channel is None:
+            raise MlfabricError(f"client for {self.address} is not connected")
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
         if self.role:
             req.role = self.role
         req.entities.extend(entities)
-        out: list[p4runtime_pb2.Entity] = []
+        method = self._channel.unary_stream("/p4.v1.P4Runtime/Read",
+                                            request_serializer=p4runtime_pb2.ReadRequest.SerializeToString,
+                                            response_deserializer=None)
+        out: list[bytes] = []
+        call = method(req)
+        watchdog = _IdleWatchdog(call, self.timeout)
         try:
-            for resp in self.stub.Read(req, timeout=self.timeout):
-                out.extend(resp.entities)
+            for data in call:
+                watchdog.progress()
+                out.append(data)
         except grpc.RpcError as exc:
+            if watchdog.fired:
+                raise P4ClientError("Read", "DEADLINE_EXCEEDED",
+                                    f"no response from {self.address} for {self.timeout:g} s") from None
             raise _wrap("Read", exc) from None
+        finally:
+            watchdog.stop()
         return out
+
+    def read_rules(self, schema: P4Schema, table_id: int = 0) -> list[TableRule]:
+        """Every entry of one table (``table_id`` 0: of every table) as :class:`TableRule`,
+        decoded from the wire without building protobuf messages (:mod:`.read_wire`): the
+        way to read a big table."""
+        ent = p4runtime_pb2.Entity()
+        ent.table_entry.table_id = table_id
+        return decode_table_rules(schema, self._read_raw([ent]))
 
     def read_table_entries(self, table_id: int = 0) -> list[p4runtime_pb2.TableEntry]:
         """Every entry of one table (``table_id`` 0: of every table)."""

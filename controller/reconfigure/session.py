@@ -61,17 +61,14 @@ class LiveSwitch:
         """Delete the entries of ``tables`` that ``keep`` rejects. ``gently``: in small
         batches with pauses, for garbage that may go slowly while traffic flows (a switch
         applies a batch between packets, and a long one delays them)."""
-        ups = []
-        for name in tables:
-            for e in self.client.read_table_entries(self.schema.table(name).id):
-                if not keep(dict(decode_rule(self.schema, e).match)):
-                    ups.append(update("delete", e))
-        step = GC_BATCH if gently else max(1, len(ups))
-        for start in range(0, len(ups), step):
+        doomed = [r for name in tables for r in self.client.read_rules(self.schema, self.schema.table(name).id)
+                  if not keep(dict(r.match))]
+        step = GC_BATCH if gently else max(1, len(doomed))
+        for start in range(0, len(doomed), step):
             if start:
                 time.sleep(GC_PAUSE_S)
-            self.client.write_checked(ups[start:start + step])
-        return len(ups)
+            self.client.write_rules(self.schema, "delete", doomed[start:start + step])
+        return len(doomed)
 
     def clock_ranges(self) -> list:
         return self.client.read_table_entries(self.schema.table(CLOCK[self.sw.role]).id)

@@ -69,9 +69,9 @@ def _client(sw: Switch, election_id: int) -> P4RuntimeClient:
 def _clear(client: P4RuntimeClient, sw: Switch) -> None:
     schema, _ = pipeline_schema(sw.program)
     tables = SCHEDULED_TABLES if sw.role == "tor" else (CLOCK, SLICE_OF_PHASE, CIRCUIT)
-    ups = [update("delete", e) for t in tables for e in client.read_table_entries(schema.table(t).id)]
-    if ups:
-        client.write_checked(ups)
+    old = [r for t in tables for r in client.read_rules(schema, schema.table(t).id)]
+    if old:
+        client.write_rules(schema, "delete", old)
 
 
 def _write(client: P4RuntimeClient, sw: Switch, rules: list[TableRule]) -> None:

@@ -82,8 +82,7 @@ def read_circuit_switch(name: str, client: P4RuntimeClient, schema: P4Schema, *,
     from controller.schedule.clock import controller_now_us, probe_clock
 
     clock = decode_rule(schema, client.read_default_entry(schema.table(CLOCK).id))
-    entries = [decode_rule(schema, e) for t in (CLOCK, SLICE_OF_PHASE, CIRCUIT)
-               for e in client.read_table_entries(schema.table(t).id)]
+    entries = [r for t in (CLOCK, SLICE_OF_PHASE, CIRCUIT) for r in client.read_rules(schema, schema.table(t).id)]
     view = circuit_view(name, clock, entries)
     if not view.cycle_us:
         return view

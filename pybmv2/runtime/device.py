@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TypeAlias, TypeVar
 
 import grpc
@@ -31,6 +31,7 @@ from pybmv2.runtime import (
     direct_meter_ops,
     extern_ops,
     profile_ops,
+    read_chunks,
     reconcile,
     table_ops,
     table_reads,
@@ -320,10 +321,18 @@ class DeviceManager:
         table entries encoded after it is released; raises P4RuntimeError without a
         pipeline.
         """
+        frames, error = self.read_frames(request)
+        return b"".join(frames), error
+
+    def read_frames(self, request: p4runtime_pb2.ReadRequest
+                    ) -> tuple[Iterator[bytes], P4RuntimeError | None]:
+        """:meth:`read_serialized` as the framed entities of the ReadResponse, encoded as
+        they are consumed (no lock held): the server groups them into responses of a size
+        any client accepts (:mod:`~pybmv2.runtime.read_chunks`)."""
         with self._batch_lock:
             p = self.require_pipeline()
             parts, error = self._snapshot(p, request)
-        return self._encode(parts), error
+        return self._frames(parts), error
 
     def _snapshot(self, p: Pipeline, request: p4runtime_pb2.ReadRequest
                   ) -> tuple[list[ReadPart], P4RuntimeError | None]:
@@ -347,17 +356,18 @@ class DeviceManager:
 
     def _encode(self, parts: list[ReadPart]) -> bytes:
         """The ReadResponse of a snapshot's parts (table entries encoded now)."""
-        out: list[bytes] = []
+        return b"".join(self._frames(parts))
+
+    def _frames(self, parts: list[ReadPart]) -> Iterator[bytes]:
+        """The framed entities of a snapshot's parts, table entries encoded as they go."""
         for part in parts:
             if isinstance(part, table_reads.TableRead):
-                out += table_reads.encode(part, self._read_pause)
+                yield from table_reads.encode(part, self._read_pause)
             elif isinstance(part, table_reads.DirectRead):
-                out += table_reads.encode_direct(part, self._read_pause)
-            elif isinstance(part, bytes):
-                out.append(part)
+                yield from table_reads.encode_direct(part, self._read_pause)
             else:
-                out.append(part.SerializeToString())
-        return b"".join(out)
+                data = part if isinstance(part, bytes) else part.SerializeToString()
+                yield from read_chunks.entity_frames(data)
 
     def _read_pause(self) -> None:
         """Between chunks of a table Read's encoding: let the packet threads run.

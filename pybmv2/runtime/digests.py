@@ -13,6 +13,11 @@ Behaviour follows PI's ``digest_mgr.cpp``:
 - with ``ack_timeout_ns > 0`` a sample equal to one already pending or sent and not yet
   acknowledged is suppressed; an ack (or the ack timeout) releases the samples of a list;
 - ``list_id`` starts at 1 and increases with every list sent.
+
+One addition: a list also goes out once it holds :func:`max_samples` samples, so that no
+DigestList outgrows :data:`MAX_LIST_BYTES` (a controller with gRPC's default 4 MiB limit
+would lose its stream to a bigger one). PI has no such bound: with ``max_list_size`` 0 and
+a long ``max_timeout_ns`` its lists grow with the traffic.
 """
 
 from __future__ import annotations
@@ -27,9 +32,24 @@ from pybmv2.runtime.errors import P4RuntimeError
 from pybmv2.runtime.p4info import DigestInfo
 from pybmv2.runtime.packetio import digest_data
 
-__all__ = ["DigestConfig", "DigestEngine"]
+__all__ = ["MAX_LIST_BYTES", "DigestConfig", "DigestEngine", "max_samples"]
 
 Sample = tuple[int, ...]
+#: the largest DigestList the target sends, a quarter of gRPC's default 4 MiB limit
+MAX_LIST_BYTES = 1 << 20
+
+
+def max_samples(info: DigestInfo, limit: int = MAX_LIST_BYTES) -> int:
+    """How many samples of ``info`` a DigestList of at most ``limit`` bytes surely holds:
+    ``limit`` over a sample's largest encoding (a member is a P4Data bitstring, framed twice
+    in 4 bytes; the sample's own frames take at most 8 more).
+
+    >>> from pybmv2.runtime.p4info import DigestInfo
+    >>> max_samples(DigestInfo(1, "mac_learn", "struct", (48, 9)), limit=1000)
+    41
+    """
+    per_sample = sum(4 + (w + 7) // 8 for w in info.bitwidths) + 8
+    return max(1, limit // per_sample)
 
 
 @dataclass(frozen=True)
@@ -63,6 +83,7 @@ class DigestEngine:
     def __init__(self, digests: dict[int, DigestInfo]) -> None:
         self._lock = threading.Lock()
         self._digests = {did: _Digest(info) for did, info in digests.items()}
+        self._cap = {did: max_samples(info) for did, info in digests.items()}
 
     def _get(self, digest_id: int) -> _Digest:
         d = self._digests.get(digest_id)
@@ -143,7 +164,8 @@ class DigestEngine:
             if not d.pending:
                 d.first_pending_ns = now_ns
             d.pending.append(sample)
-            full = 0 < d.config.max_list_size <= len(d.pending)
+            full = (0 < d.config.max_list_size <= len(d.pending)
+                    or len(d.pending) >= self._cap[digest_id])
             if full or d.config.max_timeout_ns == 0:
                 return [self._send(d, now_ns)]
             return []

@@ -39,6 +39,7 @@ from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from pybmv2.errors import TargetError
+from pybmv2.runtime import read_chunks
 from pybmv2.runtime.arbitration import Arbitration, election_id_of
 from pybmv2.runtime.device import DeviceManager, no_pipeline
 from pybmv2.runtime.errors import ERROR_SPACE, P4RuntimeError, from_target_error
@@ -206,15 +207,17 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def read_serialized(self, request: p4runtime_pb2.ReadRequest,
                         context: grpc.ServicerContext) -> Iterator[bytes]:
-        """Read, yielding the ReadResponse as wire bytes (:mod:`pybmv2.runtime.raw_read`)."""
+        """Read, yielding the ReadResponses as wire bytes (:mod:`pybmv2.runtime.raw_read`),
+        each at most :data:`~pybmv2.runtime.read_chunks.MAX_RESPONSE_BYTES` long so that a
+        client with gRPC's default 4 MiB limit reads a table of any size."""
         try:
             self._check_device(request.device_id)
-            data, error = self.device.read_serialized(request)
+            frames, error = self.device.read_frames(request)
         except P4RuntimeError as exc:
             context.set_code(exc.code)
             context.set_details(exc.message)
             return
-        yield data
+        yield from read_chunks.responses(frames)
         if error is not None:
             context.set_code(error.code)
             context.set_details(error.message)

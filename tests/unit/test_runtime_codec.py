@@ -25,7 +25,7 @@ from pybmv2.runtime.codec import (
     merge_counter_data,
     validate_table_action,
 )
-from pybmv2.runtime.digests import DigestEngine
+from pybmv2.runtime.digests import MAX_LIST_BYTES, DigestEngine, max_samples
 from pybmv2.runtime.errors import P4RuntimeError, batch_status
 from pybmv2.runtime.p4info import (
     P4InfoIndex,
@@ -393,6 +393,17 @@ def test_digest_engine(index: P4InfoIndex) -> None:
     with pytest.raises(P4RuntimeError) as exc:
         eng.read_config(0)
     assert _code(exc) == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_a_digest_list_never_outgrows_a_default_grpc_message(index: P4InfoIndex) -> None:
+    """No max_list_size and a long timeout: PI would grow the list with the traffic; the
+    target sends it once it holds max_samples, each list under MAX_LIST_BYTES."""
+    eng = DigestEngine(index.digests)
+    eng.configure(p4runtime_pb2.Update.INSERT, _digest_entry(max_timeout=10**12))
+    cap = max_samples(index.digests[0x17000001])
+    sent = [m for i in range(3 * cap) for m in eng.add(0x17000001, ((1 << 48) - 1 - i, 255), i)]
+    assert [len(m.data) for m in sent] == [cap, cap, cap]
+    assert max(m.ByteSize() for m in sent) <= MAX_LIST_BYTES < 4 * 1024 * 1024
 
 
 # -- PRE -------------------------------------------------------------------------------------

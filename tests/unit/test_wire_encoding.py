@@ -8,42 +8,10 @@ import pytest
 from p4.v1 import p4runtime_pb2
 
 from controller.p4build import PROGRAM_DIRS, pipeline_files
-from controller.p4runtime.entities import (
-    Exact,
-    Lpm,
-    Optional,
-    Range,
-    TableRule,
-    Ternary,
-    encode_rule,
-    update,
-)
+from controller.p4runtime.entities import Lpm, TableRule, encode_rule, update
 from controller.p4runtime.schema import P4Schema
 from controller.p4runtime.wire import encode_rule_updates, encode_write_request
-
-
-def _random_rule(rng: random.Random, schema: P4Schema, table_name: str) -> TableRule:
-    table = schema.table(table_name)
-    match = {}
-    for mf in table.match_fields:
-        w = mf.bitwidth
-        v = rng.randrange(1 << w)
-        if mf.match_type == "exact":
-            match[mf.name] = Exact(v)
-        elif mf.match_type == "lpm":
-            plen = rng.randrange(w + 1)
-            match[mf.name] = Lpm(v & (((1 << w) - 1) ^ ((1 << (w - plen)) - 1)), plen)
-        elif mf.match_type == "ternary":
-            mask = rng.randrange(1 << w)
-            match[mf.name] = Ternary(v & mask, mask)
-        elif mf.match_type == "range":
-            lo = rng.randrange(1 << w)
-            match[mf.name] = Range(lo, rng.randrange(lo, 1 << w))
-        else:
-            match[mf.name] = Optional(v)
-    action = schema.action(rng.choice(table.action_ids))
-    params = {p.name: rng.randrange(1 << p.bitwidth) for p in action.params}
-    return TableRule(table.name, match, action.name, params, rng.randrange(1, 1000) if table.needs_priority else 0)
+from packettest.random_rules import random_rule
 
 
 @pytest.mark.parametrize(("program", "folder"), [("rail_switch", 0), ("matching", 1)])
@@ -52,7 +20,7 @@ def test_wire_bytes_equal_protobuf_serialization(program: str, folder: int) -> N
     rng = random.Random(7)
     tables = [t.name for t in schema.tables if t.match_fields and not t.is_const]
     for kind in ("insert", "modify", "delete"):
-        rules = [_random_rule(rng, schema, rng.choice(tables)) for _ in range(200)]
+        rules = [random_rule(rng, schema, rng.choice(tables)) for _ in range(200)]
         fast = encode_rule_updates(schema, kind, rules)
         slow = [update(kind, encode_rule(schema, r)).SerializeToString(deterministic=True) for r in rules]
         assert fast == slow
