@@ -29,7 +29,16 @@ from switch_engines import engines_text, fabric_engines
 from controller.cli.output import format_table
 from controller.errors import EmulationError, MlfabricError
 from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
-from controller.experiments.options import add_common_options, experiment_parser
+from controller.experiments.fidelity import (
+    MACHINE_LIMIT,
+    SWITCH_LIMIT,
+    Verdict,
+    breaches,
+    judge,
+    undecided_note,
+    verdicts_json,
+)
+from controller.experiments.options import UNDECIDED_EXIT, add_common_options, experiment_parser
 from controller.experiments.rail_only import (
     FABRICS,
     OPS,
@@ -43,6 +52,7 @@ from controller.experiments.rail_only import (
     verdict,
 )
 from controller.experiments.results import (
+    config_json,
     interrupt_on_signals,
     new_results_dir,
     plot_collectives,
@@ -195,13 +205,31 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
                     status = f"{row['seconds']:.3f} s" if row["ok"] else f"FAILED ({row['error']})"
                     if row.get("uplink_imbalance"):
                         status += f"  (busiest spine uplink {row['uplink_imbalance']:.2f}x its fair share)"
+                    held = "; ".join(b.text() for b in breaches(row))
                     _say(f"{fabric}: iter {it} {cmd['op']:<15} {status}  [{time.monotonic() - t0:.1f} s wall; "
-                         f"{used[0].text()}]")
+                         f"{used[0].text()}]" + (f"  OVER A FIDELITY LIMIT: {held}" if held else ""))
     info["teardown_s"] = round(fab.timings.teardown_s, 2)
     return info
 
 
-def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict], infos: dict, out: Path) -> str:
+#: each headline comparison: (rail-only's op, fat-tree's op)
+COMPARISONS = {"allreduce": ("allreduce", "allreduce"), "alltoall": ("hier_alltoall", "alltoall")}
+
+
+def _verdicts(rows: list[dict], spreads: dict[str, dict[str, float]]) -> dict[str, Verdict]:
+    """Each comparison's verdict: what its ratio's interval says, if every collective it
+    rests on ran with the machine and the switches within their fidelity limits."""
+    out = {}
+    for name, (mine, theirs) in COMPARISONS.items():
+        said = verdict(spreads[name])
+        finding = f"rail-only is {said}" if said in ("faster", "slower", "even") else said
+        measured = [r for r in rows if (r["fabric"], r["op"]) in (("rail-only", mine), ("fat-tree", theirs))]
+        out[name] = judge(name, finding, measured)
+    return out
+
+
+def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict], infos: dict,
+            out: Path) -> tuple[str, list[Verdict]]:
     params = load_cost_params()
     bills = {f: emulated_bill(topos[f], params.costs) for f in topos}
     base = bills["fat-tree"]
@@ -224,18 +252,19 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
         f" NVLink {cfg.nvlink_factor:g}x NIC, {cfg.target} target, {cfg.iterations} iterations",
         "", format_table(fabric_rows), "", format_table(coll_rows), "",
     ]
-    spreads = {"allreduce": ratio_spread(rows, ("rail-only", "allreduce"), ("fat-tree", "allreduce")),
-               "alltoall": ratio_spread(rows, ("rail-only", "hier_alltoall"), ("fat-tree", "alltoall"))}
+    spreads = {name: ratio_spread(rows, ("rail-only", mine), ("fat-tree", theirs))
+               for name, (mine, theirs) in COMPARISONS.items()}
+    verdicts = _verdicts(rows, spreads)
 
-    def spread_text(sp: dict[str, float]) -> str:
-        said = verdict(sp)
-        said = f"rail-only is {said}" if said in ("faster", "slower", "even") else said
-        return f"{sp['mean']:.3f} ± {sp['sd']:.3f}, 95% CI {sp['low']:.3f}-{sp['high']:.3f} over {sp['n']} iterations: {said}"
+    def spread_text(name: str) -> str:
+        sp = spreads[name]
+        return (f"{sp['mean']:.3f} ± {sp['sd']:.3f}, 95% CI {sp['low']:.3f}-{sp['high']:.3f} over {sp['n']} "
+                f"iterations: {verdicts[name].text()}")
 
     if "allreduce_ratio" in ratios:
-        lines.append(f"allreduce rail-only / fat-tree: {spread_text(spreads['allreduce'])} (expected: even, within 5%)")
+        lines.append(f"allreduce rail-only / fat-tree: {spread_text('allreduce')} (expected: even, within 5%)")
     if "alltoall_ratio" in ratios:
-        lines.append(f"all-to-all rail-only (hierarchical) / fat-tree (direct): {spread_text(spreads['alltoall'])} "
+        lines.append(f"all-to-all rail-only (hierarchical) / fat-tree (direct): {spread_text('alltoall')} "
                      "(paper: 1.08-1.11 with NVLink >> NIC)")
     cpu = {f: cpu_summary(r for r in rows if r["fabric"] == f) for f in topos}
     for f in topos:
@@ -243,15 +272,21 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
         on = f" ({engines_text(engines)})" if engines else ""
         lines.append(f"switch CPU, {f}{on}: {cpu_verdict(cpu[f])}")
     for name, sp in spreads.items():
-        if sp["n"] and verdict(sp) == "spread too large to tell":
+        if sp["n"] and verdicts[name].decided and verdict(sp) == "spread too large to tell":
             lines.append(f"warning: the {name} ratio's spread is too large to support a conclusion; "
                          "run more iterations (--iterations)")
+    undecided = [v for v in verdicts.values() if not v.decided]
+    if undecided:
+        lines.append(f"fidelity: {len(undecided)} of {len(verdicts)} comparisons undecided; lower --rate-mbps or "
+                     f"the sizes until the machine stays under {MACHINE_LIMIT:.0%} of its cores and every switch under "
+                     f"{SWITCH_LIMIT:.0%} of a core")
     ratios = {**ratios, **{f"{k}_spread": v for k, v in spreads.items()}}
     text = "\n".join(lines)
     (out / "table.txt").write_text(text + "\n")
-    write_json(out / "summary.json", {"config": cfg.__repr__(), "fabrics": bills, "collectives": summary,
-                                      "ratios": ratios, "model_s": model, "runs": infos, "cpu": cpu})
-    return text
+    write_json(out / "summary.json", {"config": config_json(cfg), "fabrics": bills, "collectives": summary,
+                                      "ratios": ratios, "model_s": model, "runs": infos, "cpu": cpu,
+                                      "fidelity": verdicts_json(list(verdicts.values()))})
+    return text, list(verdicts.values())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -310,15 +345,16 @@ def main(argv: list[str]) -> int:
         if not rows or set(topos) - set(infos):
             if rows:
                 write_csv(out / "iterations.csv", rows)
-            write_json(out / "summary.json", {"config": repr(cfg), "interrupted": interrupted, "runs": infos})
+            write_json(out / "summary.json", {"config": config_json(cfg), "interrupted": interrupted, "runs": infos})
             _say(f"wrote what finished to {out} (marked interrupted)")
             return 130
         infos["interrupted"] = interrupted
-    text = _report(cfg, topos, rows, infos, out)
+    text, verdicts = _report(cfg, topos, rows, infos, out)
     killed = {f: (cfg.iterations - 1, f"{infos[f]['failed_switch']} killed") for f in topos
               if isinstance(infos.get(f), dict) and infos[f].get("failed_switch")}
     plot_collectives(rows, out / "collectives.png", events=killed,
-                     title=f"rail-only vs fat-tree, {cfg.gpus} GPUs ({cfg.servers}x{cfg.rails}), {cfg.rate_mbps} Mbit/s")
+                     title=f"rail-only vs fat-tree, {cfg.gpus} GPUs ({cfg.servers}x{cfg.rails}), {cfg.rate_mbps} Mbit/s"
+                           + undecided_note(verdicts))
     print()
     print(text)
     print()
@@ -328,6 +364,9 @@ def main(argv: list[str]) -> int:
     failed = [r for r in rows if not r["ok"]]
     if failed and cfg.fail_rail is None:
         return 1
+    if a.require_decided and not all(v.decided for v in verdicts):
+        _say("undecided: a fidelity monitor failed (--require-decided)")
+        return UNDECIDED_EXIT
     return 0
 
 

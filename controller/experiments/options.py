@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-__all__ = ["DefaultsFormatter", "add_common_options", "experiment_parser"]
+__all__ = ["UNDECIDED_EXIT", "DefaultsFormatter", "add_common_options", "experiment_parser"]
+
+#: the exit status of a run asked to decide (``--require-decided``) that could not
+UNDECIDED_EXIT = 3
 
 
 class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -26,8 +29,8 @@ def experiment_parser(name: str, description: str | None) -> argparse.ArgumentPa
 
 
 def add_common_options(p: argparse.ArgumentParser, name: str, *, repetitions: int | None = None) -> None:
-    """``--target``, ``--engine``, ``--out`` and (when the experiment repeats runs)
-    ``--repetitions``."""
+    """``--target``, ``--engine``, ``--out``, ``--require-decided`` and (when the experiment
+    repeats runs) ``--repetitions``."""
     p.add_argument("--target", choices=("python", "bmv2"), default="python",
                    help="switch target: the project's Python switch or BMv2 simple_switch_grpc")
     p.add_argument("--engine", choices=("auto", "native", "python"), default=None,
@@ -36,3 +39,6 @@ def add_common_options(p: argparse.ArgumentParser, name: str, *, repetitions: in
         p.add_argument("--repetitions", type=int, default=repetitions,
                        help="independent runs of everything; figures are mean ± sd over them")
     p.add_argument("--out", type=Path, default=None, help=f"results folder (default: results/{name}-<time>)")
+    p.add_argument("--require-decided", action="store_true",
+                   help="exit with status 3 when a comparison is undecided: a fidelity monitor (the machine's "
+                        "or a switch's CPU) failed while it was measured")

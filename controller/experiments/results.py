@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import json
 import os
 import signal
@@ -12,9 +13,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FABRIC_COLOURS", "collective_series", "interrupt_on_signals", "new_results_dir", "plot_collectives",
-           "results_root",
-           "write_csv", "write_json", "write_run"]
+__all__ = ["FABRIC_COLOURS", "collective_series", "config_json", "interrupt_on_signals", "new_results_dir",
+           "plot_collectives", "results_root", "write_csv", "write_json", "write_run"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -73,6 +73,20 @@ def write_run(out: Path, text: str, data: Any, rows: Sequence[Mapping[str, Any]]
     print()
     print(text)
     print()
+
+
+def config_json(config: Any) -> dict[str, Any]:
+    """A run's configuration (a dataclass) as JSON values, for ``summary.json``.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class C:
+    ...     rate_mbps: float = 100.0
+    ...     path: Path = Path("t.yaml")
+    >>> config_json(C())
+    {'rate_mbps': 100.0, 'path': 't.yaml'}
+    """
+    return json.loads(json.dumps(dataclasses.asdict(config), default=str))
 
 
 def write_json(path: Path, data: Any) -> Path:

@@ -32,6 +32,44 @@ def test_experiment_writes_table_plot_and_csv(tmp_path: Path, target_name: str, 
     assert "allreduce rail-only / fat-tree" in (out / "table.txt").read_text()
 
 
+def test_a_machine_made_busy_prints_undecided_instead_of_a_finding(tmp_path: Path, target_name: str,
+                                                                   capsys) -> None:
+    """One busy loop per core, started and stopped by this test, holds the machine over its
+    fidelity limit: every comparison is undecided, in the table, summary.json and the exit
+    status the run was asked for (--require-decided)."""
+    import os
+    import subprocess
+    import sys
+
+    experiment = load_emulation_module("rail_experiment")
+    out = tmp_path / "run"
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    try:
+        code = experiment.main(["--gpus", "4", "--rails", "2", "--iterations", "2", "--allreduce-kb", "32",
+                                "--alltoall-kb", "32", "--rate-mbps", "10", "--target", target_name,
+                                "--out", str(out), "--require-decided"])
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    printed = capsys.readouterr().out
+    assert code == 3, printed[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["rate_mbps"] == 10.0 and summary["config"]["gpus"] == 4, "the configuration as JSON"
+    fidelity = summary["fidelity"]
+    assert fidelity["all_decided"] is False
+    assert {v["comparison"] for v in fidelity["verdicts"]} == {"allreduce", "alltoall"}
+    for v in fidelity["verdicts"]:
+        assert not v["decided"] and v["finding"] is None
+        assert any(b["monitor"] == "machine CPU" for b in v["breaches"])
+    table = (out / "table.txt").read_text()
+    headlines = [line for line in table.splitlines() if "rail-only / fat-tree" in line or "rail-only (hier" in line]
+    assert len(headlines) == 2
+    assert all("undecided: the emulation, not the network (machine CPU" in line for line in headlines)
+    assert not any(f"rail-only is {word}" in line for line in headlines for word in ("faster", "slower", "even"))
+    assert "OVER A FIDELITY LIMIT: machine CPU" in printed
+
+
 def test_bad_input_is_rejected_before_anything_starts(tmp_path: Path, capsys) -> None:
     experiment = load_emulation_module("rail_experiment")
     assert experiment.main(["--gpus", "10", "--rails", "4", "--out", str(tmp_path / "x")]) == 2
