@@ -31,6 +31,7 @@ from controller.cli.output import format_table
 from controller.errors import MlfabricError
 from controller.experiments.checkmate import (
     MIRROR,
+    OFF,
     CheckmateConfig,
     Configuration,
     claims,
@@ -43,8 +44,16 @@ from controller.experiments.checkmate import (
 )
 from controller.experiments.checkmate_plots import plot_checkmate
 from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
-from controller.experiments.options import add_common_options, experiment_parser
+from controller.experiments.fidelity import (
+    Verdict,
+    fidelity_lines,
+    judge,
+    undecided_note,
+    verdicts_json,
+)
+from controller.experiments.options import UNDECIDED_EXIT, add_common_options, experiment_parser
 from controller.experiments.results import (
+    config_json,
     interrupt_on_signals,
     new_results_dir,
     write_csv,
@@ -171,10 +180,10 @@ def _recovery(job: CheckmateJob, cfg: CheckmateConfig, work: Path, reference: di
 
 
 def _report(cfg: CheckmateConfig, rows: list[dict], events: dict[int, list[dict]],
-            recovery: dict | None, info: dict, out: Path) -> str:
+            recovery: dict | None, info: dict, out: Path) -> tuple[str, list[Verdict]]:
     configs = configurations(cfg)
     write_csv(out / "iterations.csv", rows)
-    summary: dict[str, Any] = {"config": dataclasses.asdict(cfg), "overhead": overhead(rows, configs), **info}
+    summary: dict[str, Any] = {"config": config_json(cfg), "overhead": overhead(rows, configs), **info}
     rep_rows = []
     for rep in sorted(events):
         rep_rows += [{"rep": rep, **r} for r in replication(rows, events[rep], rep)]
@@ -196,6 +205,8 @@ def _report(cfg: CheckmateConfig, rows: list[dict], events: dict[int, list[dict]
     summary["recovery"] = recovery
     summary["cpu"] = cpu_summary(rows)
     summary["claims"] = claims(summary)
+    judged = verdicts(rows, summary["overhead"])
+    summary["fidelity"] = verdicts_json(judged)
     write_json(out / "summary.json", summary)
     digests = {r["digest"] for r in rows if r["ok"] and r["iteration"] == cfg.iterations - 1}
     over_rows = [{"configuration": o["config"],
@@ -223,6 +234,7 @@ def _report(cfg: CheckmateConfig, rows: list[dict], events: dict[int, list[dict]
                      f"fsync'd) takes {summary['worker_checkpoint_ms']:.1f} ms (median)")
     engines = f" ({engines_text(info['engines'])})" if info.get("engines") else ""
     lines.append(f"switch CPU{engines}: {cpu_verdict(summary['cpu'])}")
+    lines += fidelity_lines(judged)
     if info.get("interrupted"):
         lines.append(f"INTERRUPTED: {info['interrupted']}")
     if recovery:
@@ -236,8 +248,26 @@ def _report(cfg: CheckmateConfig, rows: list[dict], events: dict[int, list[dict]
     (out / "table.txt").write_text(text + "\n")
     summary["replication_rows"] = rep_rows
     plot_checkmate(rows, summary, out / "checkmate.png",
-                   title=f"Checkmate on a rail-only fabric: {cfg.world} workers, {cfg.target} target")
-    return text
+                   title=f"Checkmate on a rail-only fabric: {cfg.world} workers, {cfg.target} target"
+                         + undecided_note(judged))
+    return text, judged
+
+
+def verdicts(rows: list[dict], overheads: list[dict[str, Any]]) -> list[Verdict]:
+    """Each configuration's overhead against training without checkpoints, judged on the
+    blocks of iterations of both (one interval per block: its rows share its CPU use)."""
+    blocks = {(r["config"], r["rep"]): r for r in rows}
+    out = []
+    for o in overheads:
+        if o["config"] == OFF:
+            continue
+        ci = o["ratio_ci95"]
+        finding = (f"x{ci[0]:.3f} [{ci[1]:.3f}, {ci[2]:.3f}] the iteration time without checkpoints" if ci
+                   else f"x{o['ratio']:.3f} the iteration time without checkpoints" if o["ratio"]
+                   else "no run to compare")
+        measured = [r for (config, _), r in blocks.items() if config in (o["config"], OFF)]
+        out.append(judge(f"{o['config']} overhead", finding, measured))
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -294,14 +324,16 @@ def main(argv: list[str]) -> int:
     if not rows:
         _say("nothing finished: no results written")
         return 130
-    text = _report(cfg, rows, events, recovery, info, out)
+    text, judged = _report(cfg, rows, events, recovery, info, out)
     print()
     print(text)
     print()
     _say(f"wrote {out}/iterations.csv, replication.csv, summary.json, table.txt, checkmate.png")
     if "interrupted" in info:
         return 130
-    return 0 if all(r["ok"] for r in rows) else 1
+    if not all(r["ok"] for r in rows):
+        return 1
+    return UNDECIDED_EXIT if a.require_decided and not all(v.decided for v in judged) else 0
 
 
 def _experiment(cfg: CheckmateConfig, topo: Any, out: Path, rows: list[dict], events: dict[int, list[dict]],

@@ -30,10 +30,9 @@ from controller.cli.output import format_table
 from controller.errors import EmulationError, MlfabricError
 from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
 from controller.experiments.fidelity import (
-    MACHINE_LIMIT,
-    SWITCH_LIMIT,
     Verdict,
     breaches,
+    fidelity_lines,
     judge,
     undecided_note,
     verdicts_json,
@@ -275,11 +274,7 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
         if sp["n"] and verdicts[name].decided and verdict(sp) == "spread too large to tell":
             lines.append(f"warning: the {name} ratio's spread is too large to support a conclusion; "
                          "run more iterations (--iterations)")
-    undecided = [v for v in verdicts.values() if not v.decided]
-    if undecided:
-        lines.append(f"fidelity: {len(undecided)} of {len(verdicts)} comparisons undecided; lower --rate-mbps or "
-                     f"the sizes until the machine stays under {MACHINE_LIMIT:.0%} of its cores and every switch under "
-                     f"{SWITCH_LIMIT:.0%} of a core")
+    lines += fidelity_lines(list(verdicts.values()))
     ratios = {**ratios, **{f"{k}_spread": v for k, v in spreads.items()}}
     text = "\n".join(lines)
     (out / "table.txt").write_text(text + "\n")

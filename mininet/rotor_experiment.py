@@ -31,7 +31,14 @@ from switch_engines import engines_text, fabric_engines
 
 from controller.errors import ConfigError, MlfabricError
 from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
-from controller.experiments.options import add_common_options, experiment_parser
+from controller.experiments.fidelity import (
+    Verdict,
+    fidelity_lines,
+    judge,
+    undecided_note,
+    verdicts_json,
+)
+from controller.experiments.options import UNDECIDED_EXIT, add_common_options, experiment_parser
 from controller.experiments.results import (
     interrupt_on_signals,
     new_results_dir,
@@ -200,25 +207,36 @@ def _write(cfg: RotorConfig, out: Path, points: list[Point], runs: list[dict[str
     expected = {p.routing: allreduce_expectation(cfg, p) for p in (dataclasses.replace(ref, routing=r) for r in ROUTINGS)}
     text = report(cfg, rows, summary, expected, interrupted=interrupted)
     cpu = cpu_summary([*runs, *allreduce])
-    text += f"\nswitch CPU: {cpu_verdict(cpu)}"
+    judged = verdicts(runs, allreduce)
+    text += f"\nswitch CPU: {cpu_verdict(cpu)}\n" + "\n".join(fidelity_lines(judged))
     (out / "table.txt").write_text(text + "\n")
     write_csv(out / "runs.csv", _csv_rows(runs))
     write_json(out / "results.json", {"config": dataclasses.asdict(cfg), "interrupted": interrupted, "cpu": cpu,
+                                      "fidelity": verdicts_json(judged),
                                       "points": rows, "runs": runs, "allreduce": allreduce,
                                       "allreduce_summary": summary, "allreduce_expected": expected,
                                       "engines": engines or {}})
     if rows:
-        plot_rotor(rows, out / "rotor.png", title=f"round-robin fabric, {cfg.racks} racks, {cfg.target} target")
+        plot_rotor(rows, out / "rotor.png", title=f"round-robin fabric, {cfg.racks} racks, {cfg.target} target"
+                                                  + undecided_note(judged))
         plot_load(rows, out / "rotor-load.png")
     return text
 
 
-def parse_config(argv: list[str]) -> tuple[RotorConfig, Path | None, bool]:
-    """The configuration, the results folder and whether only to rewrite its report."""
+def verdicts(runs: list[dict[str, Any]], allreduce: list[dict[str, Any]]) -> list[Verdict]:
+    """The throughput and delay figures against their expectations, and the ring all-reduce
+    by routing, each judged on the runs it rests on."""
+    return [judge("throughput and delay vs expectation", "see the table above", runs),
+            judge("ring all-reduce, direct vs VLB", "see the table above", allreduce)]
+
+
+def parse_config(argv: list[str]) -> tuple[RotorConfig, Path | None, bool, bool]:
+    """The configuration, the results folder, whether only to rewrite its report and whether
+    the run must be decided."""
     a = build_parser().parse_args(argv)
     if a.report_only is not None:
-        return _stored_config(a.report_only / "results.json").validate(), a.report_only, True
-    return _config(a), a.out, False
+        return _stored_config(a.report_only / "results.json").validate(), a.report_only, True, a.require_decided
+    return _config(a), a.out, False, a.require_decided
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -282,7 +300,7 @@ def _floats(text: str) -> tuple[float, ...]:
 
 def main(argv: list[str]) -> int:
     try:
-        cfg, out_arg, report_only = parse_config(argv)
+        cfg, out_arg, report_only, require_decided = parse_config(argv)
     except MlfabricError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         return 2
@@ -343,7 +361,9 @@ def main(argv: list[str]) -> int:
     print()
     _say(f"wrote {out}/results.json, runs.csv, table.txt, rotor.png, rotor-load.png "
          f"({time.monotonic() - t_start:.0f} s)")
-    return 130 if interrupted else 0
+    if interrupted:
+        return 130
+    return UNDECIDED_EXIT if require_decided and not all(v.decided for v in verdicts(runs, allreduce)) else 0
 
 
 if __name__ == "__main__":

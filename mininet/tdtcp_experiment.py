@@ -27,8 +27,10 @@ from switch_engines import engines_text, fabric_engines
 
 from controller.errors import ConfigError, MlfabricError
 from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
-from controller.experiments.options import add_common_options, experiment_parser
+from controller.experiments.fidelity import Verdict, fidelity_lines, judge, verdicts_json
+from controller.experiments.options import UNDECIDED_EXIT, add_common_options, experiment_parser
 from controller.experiments.results import (
+    config_json,
     interrupt_on_signals,
     new_results_dir,
     write_run,
@@ -77,12 +79,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_config(argv: list[str]) -> tuple[TdtcpConfig, Path | None]:
+def parse_config(argv: list[str]) -> tuple[TdtcpConfig, Path | None, bool]:
+    """The configuration, the results folder and whether the run must be decided."""
     a = build_parser().parse_args(argv)
     cfg = TdtcpConfig(target=a.target, engine=a.engine, repetitions=1 if a.quick else a.repetitions, seconds=3.0 if a.quick else a.seconds,
                       day_ms=a.day_ms, gap_ms=a.gap_ms, fast=a.fast, slow=a.slow,
                       transports=tuple(t for t in a.transports.split(",") if t))
-    return cfg, a.out
+    return cfg, a.out, a.require_decided
+
+
+def verdicts(cfg: TdtcpConfig, runs: list[dict[str, Any]], summary: dict[str, Any]) -> list[Verdict]:
+    """The first transport's goodput against each other one's, judged on both's transfers."""
+    first = cfg.transports[0]
+    out = []
+    for other in cfg.transports[1:]:
+        ratio = summary.get(first, {}).get(f"vs_{other}")
+        finding = f"{first} {ratio:.2f}x the goodput of {other}" if ratio else "no transfer to compare"
+        out.append(judge(f"{first} vs {other}", finding, [r for r in runs if r.get("transport") in (first, other)]))
+    return out
 
 
 def _reap(procs: list[subprocess.Popen]) -> None:
@@ -194,7 +208,7 @@ def run_repetition(cfg: TdtcpConfig, rep: int, log_dir: Path) -> list[dict[str, 
 
 def main(argv: list[str]) -> int:
     try:
-        cfg, out_arg = parse_config(argv)
+        cfg, out_arg, require_decided = parse_config(argv)
     except (MlfabricError, ConfigError) as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         return 2
@@ -225,13 +239,17 @@ def main(argv: list[str]) -> int:
         _say(interrupted)
     text, summary, figure = report(cfg, runs, out)
     cpu = cpu_summary(runs)
-    text += f"\nswitch CPU: {cpu_verdict(cpu)}"
-    write_run(out, text, {"config": cfg, "summary": summary, "runs": runs, "interrupted": interrupted, "cpu": cpu,
-                          "notification_latency_us": notification_latencies(runs)},
+    judged = verdicts(cfg, runs, summary)
+    text += f"\nswitch CPU: {cpu_verdict(cpu)}\n" + "\n".join(fidelity_lines(judged))
+    write_run(out, text, {"config": config_json(cfg), "summary": summary, "runs": runs, "interrupted": interrupted,
+                          "cpu": cpu, "notification_latency_us": notification_latencies(runs),
+                          "fidelity": verdicts_json(judged)},
               [{k: v for k, v in r.items() if k in ("rep", "transport", "goodput_mbps", "complete", "switch_cpu",
                                                     "busiest_switch", "switches_cores", "machine_cpu")} for r in runs])
     _say(f"wrote {out}/results.json, runs.csv, table.txt, {figure.name} ({time.monotonic() - t_start:.0f} s)")
-    return 130 if interrupted else 0
+    if interrupted:
+        return 130
+    return UNDECIDED_EXIT if require_decided and not all(v.decided for v in judged) else 0
 
 
 if __name__ == "__main__":

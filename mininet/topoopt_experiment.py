@@ -24,8 +24,16 @@ from switch_engines import engines_text, fabric_engines
 
 from controller.errors import ConfigError, MlfabricError
 from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
-from controller.experiments.options import add_common_options, experiment_parser
+from controller.experiments.fidelity import (
+    Verdict,
+    fidelity_lines,
+    judge,
+    undecided_note,
+    verdicts_json,
+)
+from controller.experiments.options import UNDECIDED_EXIT, add_common_options, experiment_parser
 from controller.experiments.results import (
+    config_json,
     interrupt_on_signals,
     new_results_dir,
     write_run,
@@ -68,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_config(argv: list[str]) -> tuple[TopoOptConfig, Path | None]:
+def parse_config(argv: list[str]) -> tuple[TopoOptConfig, Path | None, bool]:
+    """The configuration, the results folder and whether the run must be decided."""
     a = build_parser().parse_args(argv)
     try:
         degrees = tuple(int(d) for d in a.degrees.split(",") if d)
@@ -76,10 +85,10 @@ def parse_config(argv: list[str]) -> tuple[TopoOptConfig, Path | None]:
         raise ConfigError("<topoopt experiment>", "--degrees", a.degrees, "a comma-separated list of integers") from None
     if a.quick:
         return TopoOptConfig(target=a.target, engine=a.engine, servers=8, degrees=(2,), rate_mbps=a.rate_mbps, repetitions=1,
-                             allreduce_bytes=128 * 1024, alltoall_bytes=64 * 1024), a.out
+                             allreduce_bytes=128 * 1024, alltoall_bytes=64 * 1024), a.out, a.require_decided
     return TopoOptConfig(target=a.target, engine=a.engine, servers=a.servers, degrees=degrees, rate_mbps=a.rate_mbps,
                          repetitions=a.repetitions, allreduce_bytes=a.allreduce_kb * 1024,
-                         alltoall_bytes=a.alltoall_kb * 1024), a.out
+                         alltoall_bytes=a.alltoall_kb * 1024), a.out, a.require_decided
 
 
 def _counters(fab: EmulatedFabric, topo: Topology) -> dict[str, tuple[int, int]]:
@@ -174,10 +183,25 @@ def _table(cfg: TopoOptConfig, rows: list[dict[str, Any]]) -> tuple[str, list[di
         engines = sorted({str(r["engines"]) for r in mine if r.get("engines")})
         on = f" ({', '.join(engines)})" if engines else ""
         lines.append(f"switch CPU, {kind}{on}: {cpu_verdict(cpu_summary(mine))}")
+    lines += fidelity_lines(verdicts(rows, summary))
     return "\n".join(lines), summary
 
 
-def _plot(cfg: TopoOptConfig, summary: list[dict[str, Any]], path: Path) -> Path:
+def verdicts(rows: list[dict[str, Any]], summary: list[dict[str, Any]]) -> list[Verdict]:
+    """Each (degree, collective) comparison of TopoOpt with the fat-tree, judged on the runs
+    of both fabrics it rests on."""
+    out = []
+    for e in summary:
+        for op in OPS:
+            ratio = e[f"{op}_ratio"]
+            finding = (f"TopoOpt takes {ratio:.2f}x the fat-tree's time" if ratio == ratio
+                       else "no successful run to compare")
+            measured = [r for r in rows if r["degree"] == e["degree"] and r["op"] == op]
+            out.append(judge(f"{op} d={e['degree']}", finding, measured))
+    return out
+
+
+def _plot(cfg: TopoOptConfig, summary: list[dict[str, Any]], path: Path, *, note: str = "") -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -197,7 +221,7 @@ def _plot(cfg: TopoOptConfig, summary: list[dict[str, Any]], path: Path) -> Path
     left.set_ylabel("completion time, s")
     left.set_xticks(ds)
     left.legend(fontsize=8)
-    left.set_title(f"{cfg.servers} servers: collectives, TopoOpt vs fat-tree")
+    left.set_title(f"{cfg.servers} servers: collectives, TopoOpt vs fat-tree{note}", fontsize=10 if note else None)
     right.errorbar(ds, [e["tax_measured"][0] for e in summary], yerr=[e["tax_measured"][1] for e in summary],
                    marker="o", label="measured (all-to-all)")
     right.plot(ds, [e["tax_expected"] for e in summary], marker="x", ls="--", label="mean compiled route length")
@@ -215,7 +239,7 @@ def _plot(cfg: TopoOptConfig, summary: list[dict[str, Any]], path: Path) -> Path
 
 def main(argv: list[str]) -> int:
     try:
-        cfg, out_arg = parse_config(argv)
+        cfg, out_arg, require_decided = parse_config(argv)
     except MlfabricError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         return 2
@@ -242,10 +266,14 @@ def main(argv: list[str]) -> int:
         interrupted = f"stopped by {exc or 'SIGINT'} after {len(rows)} runs; the emulation was torn down"
         _say(interrupted)
     text, summary = _table(cfg, rows)
-    figure = _plot(cfg, summary, out / "topoopt.png")
-    write_run(out, text, {"config": cfg, "summary": summary, "runs": rows, "interrupted": interrupted}, rows)
+    judged = verdicts(rows, summary)
+    figure = _plot(cfg, summary, out / "topoopt.png", note=undecided_note(judged))
+    write_run(out, text, {"config": config_json(cfg), "summary": summary, "runs": rows, "interrupted": interrupted,
+                          "fidelity": verdicts_json(judged)}, rows)
     _say(f"wrote {out}/results.json, runs.csv, table.txt, {figure.name} ({time.monotonic() - t0:.0f} s)")
-    return 130 if interrupted else 0
+    if interrupted:
+        return 130
+    return UNDECIDED_EXIT if require_decided and not all(v.decided for v in judged) else 0
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["MACHINE_LIMIT", "SWITCH_LIMIT", "UNDECIDED", "Breach", "FidelityLimits", "Verdict", "breaches",
-           "judge", "undecided_note", "verdicts_json"]
+           "fidelity_lines", "judge", "undecided_note", "verdicts_json"]
 
 #: the machine's share of all its cores above which an interval's figures are the machine's
 MACHINE_LIMIT = 0.60
@@ -174,3 +174,21 @@ def undecided_note(verdicts: Sequence[Verdict]) -> str:
     """
     names = [v.comparison for v in verdicts if not v.decided]
     return f"\nundecided ({', '.join(names)}): the emulation ran out of room" if names else ""
+
+
+def fidelity_lines(verdicts: Sequence[Verdict]) -> list[str]:
+    """A table's closing lines: each comparison's verdict, then what to do if one is undecided.
+
+    >>> busy = (Breach("machine CPU", "machine", 0.9, 0.6),)
+    >>> print("\\n".join(fidelity_lines([Verdict("allreduce", "even", 4, 0), Verdict("b", "faster", 4, 4, busy)])))
+    fidelity, allreduce: even
+    fidelity, b: undecided: the emulation, not the network (machine CPU 90% > 60%, in 4 of 4 intervals)
+    fidelity: 1 of 2 comparisons undecided; lower the link rate or the sizes until the machine stays under 60% of its cores and every switch under 85% of a core
+    """
+    lines = [f"fidelity, {v.comparison}: {v.text()}" for v in verdicts]
+    undecided = sum(not v.decided for v in verdicts)
+    if undecided:
+        lines.append(f"fidelity: {undecided} of {len(verdicts)} comparisons undecided; lower the link rate or the "
+                     f"sizes until the machine stays under {MACHINE_LIMIT:.0%} of its cores and every switch under "
+                     f"{SWITCH_LIMIT:.0%} of a core")
+    return lines

@@ -6,6 +6,8 @@ import csv
 import json
 from pathlib import Path
 
+from experiment_checks import assert_fidelity_reported
+
 from controller.emulation import load_emulation_module
 
 
@@ -20,6 +22,7 @@ def test_experiment_writes_replication_overhead_recovery(tmp_path: Path, target_
     assert {r["config"] for r in rows} == {"no checkpoint", "checkmate", "checkfreq k=2"}
     assert len(rows) == 3 * 2 * 6 and all(r["ok"] == "True" for r in rows)
     summary = json.loads((out / "summary.json").read_text())
+    assert_fidelity_reported(summary, (out / "table.txt").read_text())
     assert summary["replication"]["matched"] == summary["replication"]["iterations"] == 12
     assert summary["recovery"]["matches_uninterrupted_run"]
     assert summary["recovery"]["lost"]["checkmate"] <= 1

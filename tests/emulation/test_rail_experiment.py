@@ -6,6 +6,8 @@ import csv
 import json
 from pathlib import Path
 
+from experiment_checks import assert_fidelity_reported
+
 from controller.emulation import load_emulation_module
 
 
@@ -30,6 +32,7 @@ def test_experiment_writes_table_plot_and_csv(tmp_path: Path, target_name: str, 
     assert 0.5 < summary["ratios"]["allreduce_ratio"] < 2.0
     assert (out / "collectives.png").stat().st_size > 10_000
     assert "allreduce rail-only / fat-tree" in (out / "table.txt").read_text()
+    assert_fidelity_reported(summary, (out / "table.txt").read_text())
 
 
 def test_a_machine_made_busy_prints_undecided_instead_of_a_finding(tmp_path: Path, target_name: str,

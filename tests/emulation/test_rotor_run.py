@@ -8,6 +8,8 @@ import csv
 import json
 from pathlib import Path
 
+from experiment_checks import assert_fidelity_reported
+
 from controller.emulation import load_emulation_module
 
 
@@ -19,6 +21,7 @@ def test_quick_run_writes_table_plots_and_data(tmp_path: Path, target_name: str,
     assert code == 0, text[-3000:]
     assert "[1/" in text and "throughput" in text  # progress lines
     results = json.loads((out / "results.json").read_text())
+    assert_fidelity_reported(results, (out / "table.txt").read_text())
     points = {(p["sweep"], p["night_ms"], p["routing"], p["calendar"]): p for p in results["points"]}
     ref_direct = points[("patterns", 3.2, "direct", "hold" if target_name == "python" else "drop")]
     # the hot pair's circuit is up one day in three: about 0.30 of the link gets through

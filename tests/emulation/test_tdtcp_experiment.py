@@ -9,6 +9,8 @@ import json
 import subprocess
 import sys
 
+from experiment_checks import assert_fidelity_reported
+
 from controller.emulation import load_emulation_module
 from controller.experiments.tdtcp import TdtcpConfig, fabric, schedule
 
@@ -21,6 +23,7 @@ def test_the_quick_experiment_runs_and_the_sender_follows_the_tdns(target_name: 
     for name in ("results.json", "runs.csv", "table.txt", "tdtcp.png"):
         assert (tmp_path / name).stat().st_size > 0, name
     results = json.loads((tmp_path / "results.json").read_text())
+    assert_fidelity_reported(results, (tmp_path / "table.txt").read_text())
     runs = {r["transport"]: r for r in results["runs"]}
     assert set(runs) == {"tdtcp", "single", "cubic"}
     # every transfer ran and delivered bytes; goodput counts only after the first second, and

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+from experiment_checks import assert_fidelity_reported
+
 from controller.emulation import load_emulation_module
 from controller.experiments.topoopt import TopoOptConfig, expected_tax, fabrics
 
@@ -17,6 +19,7 @@ def test_the_quick_experiment_measures_the_compiled_tax(target_name: str, tmp_pa
     for name in ("results.json", "runs.csv", "table.txt", "topoopt.png"):
         assert (tmp_path / name).stat().st_size > 0, name
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert_fidelity_reported(json.loads((tmp_path / "results.json").read_text()), (tmp_path / "table.txt").read_text())
     assert {(r["fabric"], r["op"]) for r in runs} == {(f, op) for f in ("topoopt", "rail-fat-tree")
                                                      for op in ("allreduce", "alltoall")}
     assert all(r["ok"] for r in runs), [r["error"] for r in runs if not r["ok"]]  # results checked by the workers

@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 
 from controller.experiments.cpu_use import CpuUse, cpu_row
-from controller.experiments.fidelity import UNDECIDED, FidelityLimits, judge, undecided_note, verdicts_json
+from controller.experiments.fidelity import (
+    UNDECIDED,
+    FidelityLimits,
+    judge,
+    undecided_note,
+    verdicts_json,
+)
 
 
 def _row(machine: float, switch: float, name: str = "rail0") -> dict:
