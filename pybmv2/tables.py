@@ -24,6 +24,7 @@ of every change the control plane makes, right after making it.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -90,6 +91,11 @@ class TableEntry:
     extra: dict[str, Any] = field(default_factory=dict)
     indirect: IndirectIndex | None = None  # set in indirect tables only
     meter: MeterCell | None = None  # the direct meter's configuration; None: always green
+
+
+def _match_order(entry: TableEntry) -> tuple[int, int]:
+    """The order of a ternary or range table's entries: priority, then insertion."""
+    return -entry.priority, entry.handle
 
 
 class TableObserver(Protocol):
@@ -286,9 +292,9 @@ class MatchTable:
                 self._lpm_lengths = sorted(self._lpm, reverse=True)
             bucket[lk] = entry
         else:
-            self._ternary.append(entry)
-            # Highest priority first; among equals, the earliest inserted wins.
-            self._ternary.sort(key=lambda e: (-e.priority, e.handle))
+            # Highest priority first; among equals, the earliest inserted wins. A binary
+            # search, not a sort per insert: 11,000 range entries took 20 s to write.
+            bisect.insort(self._ternary, entry, key=_match_order)
 
     def _unindex(self, entry: TableEntry) -> None:
         if self.mode == "exact":
@@ -301,7 +307,15 @@ class MatchTable:
                 del self._lpm[plen]
                 self._lpm_lengths = sorted(self._lpm, reverse=True)
         else:
-            self._ternary.remove(entry)
+            del self._ternary[self._ternary_pos(entry)]
+
+    def _ternary_pos(self, entry: TableEntry) -> int:
+        """Where ``entry`` (this very object) sits in the ordered ternary/range list."""
+        ternary = self._ternary
+        i = bisect.bisect_left(ternary, _match_order(entry), key=_match_order)
+        while ternary[i] is not entry:
+            i += 1
+        return i
 
     def find(self, key: tuple[Any, ...], priority: int = 0) -> TableEntry:
         sk = self._store_key(tuple(key), priority)
@@ -352,8 +366,7 @@ class MatchTable:
             _, plen = entry.key[self._lpm_pos]
             self._lpm[plen][self._lpm_key(entry.key)] = new
         else:
-            ternary = self._ternary  # same priority and handle: the order is kept
-            ternary[next(i for i, e in enumerate(ternary) if e is entry)] = new
+            self._ternary[self._ternary_pos(entry)] = new  # same priority and handle: same place
         return new
 
     def delete(self, key: tuple[Any, ...], priority: int = 0) -> TableEntry:
