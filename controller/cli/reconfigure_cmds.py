@@ -68,7 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="from the cut to the new epoch (default: 2 ms + twice the worst clock skew)")
     p.add_argument("--margin-us", type=int, default=0, help="ToRs send nothing in the first and last MARGIN of a day")
     p.add_argument("--lead-us", type=int, default=None, help="from the writes to the cut: time for every switch to take its part or roll back "
-                        "(default: 100 ms + 50 us per entry written)")
+                        "(default: 100 ms + 150 us per entry written)")
     p.add_argument("--probes", type=int, default=8, help="clock probes per switch")
     p.add_argument("--no-finish", action="store_true", help="stop after the commit (the flip still happens)")
     add_json_flag(p)
