@@ -110,6 +110,24 @@ def main(argv: list[str]) -> int:
             for phase in ("native: C generation", "native: C compiler"):
                 if phase in nl["cold_phases"]:
                     rows.append(_row(f"... {phase} (cold)", "ms", nl["cold_phases"][phase], None, "report"))
+        print("[bench] CPU per emulated gigabyte: bulk TCP through one switch, MTU 1500 and 9000 ...", flush=True)
+        from bench import byte_cost
+
+        mb = 60 if args.quick else 300
+        for mtu in (1500, 9000):
+            costs = {"native engine": byte_cost.byte_cost("python", "native", mtu, mb),
+                     "Python engine": byte_cost.byte_cost("python", "python", mtu, mb // 3)}
+            bm_cost = byte_cost.byte_cost("bmv2", None, mtu, mb) if have_bmv2 else None
+            costs["Linux bridge"] = byte_cost.bridge_byte_cost(mtu, mb)
+            for name, c in costs.items():
+                rows.append(_row(f"MTU {mtu}, {name}: machine CPU per GB delivered ({c['goodput_mbps']:.0f} Mbit/s)",
+                                 "CPU-s/GB", c["machine_cpu_s_per_gb"],
+                                 bm_cost["machine_cpu_s_per_gb"] if bm_cost and name != "Linux bridge" else None,
+                                 "report (lower is better)"))
+                if name != "Linux bridge":
+                    rows.append(_row(f"MTU {mtu}, {name}: the switch's own CPU per GB", "CPU-s/GB",
+                                     c["switch_cpu_s_per_gb"], bm_cost["switch_cpu_s_per_gb"] if bm_cost else None,
+                                     "report"))
         print("[bench] forwarding and Writes during a 65,536-entry wildcard Read ...", flush=True)
         from bench import read_stall
 

@@ -40,7 +40,7 @@ from controller.schedule.install import ClockReport, install_schedule
 from controller.schedule.model import Schedule
 from controller.topology import dump_topology, require_valid
 from controller.topology.generators import switch_mac
-from controller.topology.model import Topology
+from controller.topology.model import ETHERNET_MTU, Topology
 
 __all__ = ["EmulatedFabric", "FabricTimings", "check_free"]
 
@@ -217,6 +217,9 @@ class EmulatedFabric:
                 kwargs["intfName2"] = o2["intfName"]
             if self.shape and lk.rate_mbps:
                 kwargs["bw"] = lk.rate_mbps
+            mtu = self.topo.link_mtu(lk)
+            if mtu != ETHERNET_MTU:  # both ends (ShapedIntf.config)
+                kwargs["mtu"] = mtu
             net.addLink(n1, n2, **kwargs)
         net.build()
         self.timings.build_s = time.monotonic() - t0

@@ -63,7 +63,7 @@ from controller.p4build import pipeline_files
 from controller.p4runtime.client import P4RuntimeClient
 from controller.p4runtime.schema import P4Schema
 from controller.topology import load_topology
-from controller.topology.model import Topology
+from controller.topology.model import JUMBO_MTU, Topology
 from workloads.driver import WorkerGroup
 from workloads.plan import Rank
 
@@ -247,7 +247,8 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
                           "min s": f"{s['min_s']:.3f}", "max s": f"{s['max_s']:.3f}", "ok/failed": f"{s['ok']}/{s['failed']}",
                           "model s": f"{m:.3f}" if m else "-", "model error": f"{err:+.0%}" if err is not None else "-"})
     lines = [
-        f"Rail-only vs rail-optimized fat-tree: {cfg.servers} servers x {cfg.rails} GPUs, {cfg.rate_mbps} Mbit/s NICs,"
+        f"Rail-only vs rail-optimized fat-tree: {cfg.servers} servers x {cfg.rails} GPUs, {cfg.rate_mbps} Mbit/s NICs, "
+        f"MTU {cfg.mtu},"
         f" NVLink {cfg.nvlink_factor:g}x NIC, {cfg.target} target, {cfg.iterations} iterations",
         "", format_table(fabric_rows), "", format_table(coll_rows), "",
     ]
@@ -299,6 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compute-ms", type=float, default=50.0,
                    help="compute time per iteration in the iteration-time estimate")
     p.add_argument("--spines", type=int, default=2, help="spine switches of the fat-tree baseline")
+    p.add_argument("--mtu", type=int, default=JUMBO_MTU,
+                   help="every link's MTU, bytes (jumbo by default: ML fabrics run 9,000-byte frames, and the "
+                        "emulation's cost is per frame)")
     add_common_options(p, "rail-only")
     p.add_argument("--fail-rail", type=int, default=None, help="kill this rail's switch before the last iteration")
     p.add_argument("--worker-timeout", type=float, default=15.0,
@@ -313,7 +317,7 @@ def main(argv: list[str]) -> int:
                                iterations=a.iterations, allreduce_bytes=a.allreduce_kb * 1024,
                                alltoall_bytes=a.alltoall_kb * 1024, compute_s=a.compute_ms / 1000,
                                target=a.target, engine=a.engine, fail_rail=a.fail_rail, spines=a.spines,
-                               worker_timeout_s=a.worker_timeout).validate()
+                               worker_timeout_s=a.worker_timeout, mtu=a.mtu).validate()
         topos = fabrics_for(cfg, load_topology(a.topology) if a.topology else None)
         for topo in topos.values():  # before the results folder: a refused run leaves nothing
             check_free(topo)

@@ -62,6 +62,7 @@ from controller.experiments.rotor_analysis import (
 from controller.experiments.rotor_report import report
 from controller.schedule.install import install_schedule
 from controller.topology import optical
+from controller.topology.model import ETHERNET_MTU
 from workloads.driver import WorkerGroup
 from workloads.errors import WorkloadError
 from workloads.plan import Rank
@@ -82,7 +83,9 @@ def _fabric(cfg: RotorConfig, slice_us: int, log_dir: Path) -> EmulatedFabric:
     worth of packets per egress queue (so a slot's overflow is dropped rather than carried
     far into the next days); the CPU port stays unpaced, so that clock probes see no queue.
     BMv2 has no such flags: its links are shaped with htb."""
-    topo = optical(cfg.racks, 1, uplinks=1, rate_mbps=cfg.rate_mbps)
+    # Ethernet's MTU, not jumbo: a 9,000-byte frame takes 7 ms at 10 Mb/s, a large part of a
+    # 16-64 ms slice, where a real circuit serializes one in microseconds
+    topo = optical(cfg.racks, 1, uplinks=1, rate_mbps=cfg.rate_mbps, mtu=ETHERNET_MTU)
     if cfg.target == "python":
         depth = math.ceil(slice_us / 1e6 * cfg.line_pps) + 2
         paced = [arg for port in range(1, cfg.racks + 1) for arg in ("--queue-rate-port", f"{port}:{cfg.line_pps:.2f}")]
@@ -313,7 +316,7 @@ def main(argv: list[str]) -> int:
         return 0
     shapes = list(dict.fromkeys(p.shape for p in points))
     try:  # before the results folder: a run refused for a busy machine leaves nothing
-        for topo_ in [optical(cfg.racks, 1, uplinks=1, rate_mbps=cfg.rate_mbps)]:
+        for topo_ in [optical(cfg.racks, 1, uplinks=1, rate_mbps=cfg.rate_mbps, mtu=ETHERNET_MTU)]:
             check_free(topo_)
     except MlfabricError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)

@@ -17,21 +17,24 @@ from controller.topology import (
     rail_only,
     topoopt,
 )
-from controller.topology.model import Topology
+from controller.topology.model import JUMBO_MTU, MTU_RANGE, Topology
 
 __all__ = ["register"]
 
 
 def _gen(args: argparse.Namespace) -> int:
+    low, high = MTU_RANGE
+    if not low <= args.mtu <= high:
+        raise ConfigError("<topology gen>", "--mtu", args.mtu, f"an MTU must be in {low}..{high} bytes")
     if args.kind == "rail-only":
-        topo = rail_only(args.servers, args.gpus, radix=args.radix, rate_mbps=args.rate_mbps)
+        topo = rail_only(args.servers, args.gpus, radix=args.radix, rate_mbps=args.rate_mbps, mtu=args.mtu)
     elif args.kind == "fat-tree":
         topo = rail_fat_tree(args.servers, args.gpus, spines=args.spines, radix=args.radix,
-                             oversubscription=args.oversubscription, rate_mbps=args.rate_mbps)
+                             oversubscription=args.oversubscription, rate_mbps=args.rate_mbps, mtu=args.mtu)
     elif args.kind == "optical":
-        topo = optical(args.servers, args.hosts, uplinks=args.uplinks, rate_mbps=args.rate_mbps)
+        topo = optical(args.servers, args.hosts, uplinks=args.uplinks, rate_mbps=args.rate_mbps, mtu=args.mtu)
     else:
-        topo = topoopt(args.servers, args.degree, rate_mbps=args.rate_mbps)
+        topo = topoopt(args.servers, args.degree, rate_mbps=args.rate_mbps, mtu=args.mtu)
     if args.output:
         dump_topology(topo, args.output)
     summary = _summary(topo)
@@ -140,6 +143,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--spines", type=int, default=2, help="spine switches (fat-tree)")
     g.add_argument("--oversubscription", type=float, default=1.0, help="leaf oversubscription (fat-tree)")
     g.add_argument("--rate-mbps", type=float, default=100.0, help="link rate to shape in the emulation")
+    g.add_argument("--mtu", type=int, default=JUMBO_MTU,
+                   help=f"the fabric's MTU, bytes (default {JUMBO_MTU}: jumbo frames, as ML training fabrics run)")
     g.add_argument("-o", "--output", type=Path, help="write YAML here (default: print it)")
     add_json_flag(g)
     g.set_defaults(func=_gen)

@@ -5,6 +5,7 @@ produces the per-iteration rows; :mod:`controller.experiments.results` writes th
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -12,14 +13,16 @@ from typing import Any
 
 from controller.errors import ConfigError
 from controller.models.collectives import (
+    VETH_FRAME_OVERHEAD,
     alltoall_direct_time,
     alltoall_hierarchical_time,
     hierarchical_allreduce_time,
     ring_allreduce_time,
+    tcp_payload_fraction,
 )
 from controller.models.cost import ComponentCosts
 from controller.topology import check_topology, rail_fat_tree, rail_only
-from controller.topology.model import Topology
+from controller.topology.model import JUMBO_MTU, MTU_RANGE, Topology
 
 __all__ = ["FABRICS", "OPS", "ExperimentConfig", "emulated_bill", "fabrics_for", "model_times", "ratio_spread", "summarize", "verdict"]
 
@@ -53,6 +56,8 @@ class ExperimentConfig:
     worker_timeout_s: float = 15.0
     #: kill this rail's switch before the last iteration (reliability run)
     fail_rail: int | None = None
+    #: every fabric's MTU (jumbo frames by default, as ML training fabrics run)
+    mtu: int = JUMBO_MTU
 
     @property
     def servers(self) -> int:
@@ -87,6 +92,8 @@ class ExperimentConfig:
             raise bad("fail_rail", self.fail_rail, f"rails are 0..{self.rails - 1}")
         if self.target not in ("python", "bmv2"):
             raise bad("target", self.target, "python or bmv2")
+        if not MTU_RANGE[0] <= self.mtu <= MTU_RANGE[1]:
+            raise bad("mtu", self.mtu, f"an MTU must be in {MTU_RANGE[0]}..{MTU_RANGE[1]} bytes")
         return self
 
 
@@ -102,9 +109,10 @@ def fabrics_for(cfg: ExperimentConfig, rail_only_topology: Topology | None = Non
         if topo.rails != cfg.rails or len(topo.hosts) != cfg.servers:
             raise ConfigError(topo.name, "params", dict(topo.params),
                               f"expected {cfg.servers} servers of {cfg.rails} GPUs (from --gpus {cfg.gpus} --rails {cfg.rails})")
+        topo = dataclasses.replace(topo, mtu=cfg.mtu, links=tuple(dataclasses.replace(lk, mtu=None) for lk in topo.links))
     else:
-        topo = rail_only(cfg.servers, cfg.rails, rate_mbps=cfg.rate_mbps)
-    ft = rail_fat_tree(cfg.servers, cfg.rails, spines=cfg.spines, rate_mbps=cfg.rate_mbps)
+        topo = rail_only(cfg.servers, cfg.rails, rate_mbps=cfg.rate_mbps, mtu=cfg.mtu)
+    ft = rail_fat_tree(cfg.servers, cfg.rails, spines=cfg.spines, rate_mbps=cfg.rate_mbps, mtu=cfg.mtu)
     return {"rail-only": topo, "fat-tree": ft}
 
 
@@ -127,9 +135,12 @@ def emulated_bill(topo: Topology, prices: ComponentCosts) -> dict[str, float]:
 
 
 def model_times(cfg: ExperimentConfig) -> dict[str, float]:
-    """The analytical model's completion time of each collective at the emulated bandwidths."""
+    """The analytical model's completion time of each collective at the emulated bandwidths:
+    the TCP payload a shaped veth carries at the run's MTU (loopback, the NVLink, is shaped
+    the same way but its MTU is 64 KiB)."""
     n, g = cfg.gpus, cfg.rails
-    nic, nv = cfg.nic_bytes_per_s, cfg.nvlink_bytes_per_s
+    nic = cfg.nic_bytes_per_s * tcp_payload_fraction(cfg.mtu, VETH_FRAME_OVERHEAD)
+    nv = cfg.nvlink_bytes_per_s * tcp_payload_fraction(65536, VETH_FRAME_OVERHEAD)
     return {
         "allreduce": ring_allreduce_time(cfg.allreduce_bytes, n, nic),
         "hier_allreduce": hierarchical_allreduce_time(cfg.allreduce_bytes, g, cfg.servers, nv, nic),

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from controller.errors import ConfigError
 from controller.schedule.model import CircuitPlan, Schedule
 from controller.topology import optical
-from controller.topology.model import Topology
+from controller.topology.model import ETHERNET_MTU, Topology
 
 __all__ = ["TRANSPORTS", "Tdn", "TdtcpConfig", "capacity_mbps", "fabric", "goodput_mbps", "percentile",
            "schedule", "summarize", "switch_args", "tdn_at"]
@@ -114,7 +114,9 @@ def tdn_at(cfg: TdtcpConfig, t_us: float) -> int | None:
 def fabric(cfg: TdtcpConfig) -> Topology:
     """Two racks of one host, two circuit switches: ``ocs0``'s links at the fast TDN's rate,
     ``ocs1``'s at the slow one's, the hosts' links at ``host_rate_mbps``."""
-    topo = optical(2, 1, uplinks=2, rate_mbps=cfg.host_rate_mbps, name="tdtcp-2x1x2")
+    # Ethernet's MTU, not jumbo: a 9,000-byte frame takes 14 ms at the slow TDN's 5 Mb/s, most
+    # of a 20 ms day, where a real TDN (10-80 Gb/s) serializes one in microseconds
+    topo = optical(2, 1, uplinks=2, rate_mbps=cfg.host_rate_mbps, name="tdtcp-2x1x2", mtu=ETHERNET_MTU)
     rate = {"ocs0": cfg.fast.rate_mbps, "ocs1": cfg.slow.rate_mbps}
     links = tuple(dataclasses.replace(lk, rate_mbps=rate.get(lk.b.node, lk.rate_mbps)) for lk in topo.links)
     return dataclasses.replace(topo, links=links)

@@ -11,6 +11,9 @@ NVLink (``local_bw``); between domains each GPU uses its own NIC (``nic_bw``), o
 from __future__ import annotations
 
 __all__ = [
+    "ETHERNET_WIRE_OVERHEAD",
+    "TCP_IP_HEADERS",
+    "VETH_FRAME_OVERHEAD",
     "alltoall_direct_time",
     "alltoall_hierarchical_time",
     "alltoall_overhead",
@@ -19,7 +22,28 @@ __all__ = [
     "ring_allgather_time",
     "ring_allreduce_time",
     "ring_reduce_scatter_time",
+    "tcp_payload_fraction",
 ]
+
+#: IPv4 and TCP headers of a bulk segment, the TCP timestamp option included
+TCP_IP_HEADERS = 52
+#: what an Ethernet frame costs on the wire beyond its IP packet: header, FCS, preamble, gap
+ETHERNET_WIRE_OVERHEAD = 38
+#: the same over a shaped veth: htb counts the Ethernet header only
+VETH_FRAME_OVERHEAD = 14
+
+
+def tcp_payload_fraction(mtu: int, frame_overhead: int = ETHERNET_WIRE_OVERHEAD) -> float:
+    """The share of a link's rate that bulk TCP delivers as payload at ``mtu``.
+
+    >>> round(tcp_payload_fraction(1500), 3), round(tcp_payload_fraction(9000), 3)
+    (0.941, 0.99)
+    >>> round(tcp_payload_fraction(1500, VETH_FRAME_OVERHEAD), 3)
+    0.956
+    """
+    if mtu <= TCP_IP_HEADERS:
+        raise ValueError(f"an MTU of {mtu} bytes leaves no room for a TCP segment")
+    return (mtu - TCP_IP_HEADERS) / (mtu + frame_overhead)
 
 
 def _check(size: float, n: int, bw: float) -> None:

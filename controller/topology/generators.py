@@ -12,7 +12,7 @@ import ipaddress
 import math
 
 from controller.errors import ConfigError
-from controller.topology.model import Endpoint, Host, Link, Nic, Switch, Topology
+from controller.topology.model import JUMBO_MTU, Endpoint, Host, Link, Nic, Switch, Topology
 from controller.topology.totient import diameter, ring_strides, totient_candidates
 from controller.topology.validate import MAX_PORT
 
@@ -100,7 +100,7 @@ def _rail_tier(r: int, servers: int, block: int, rate: float | None, program: st
 
 
 def rail_only(servers: int, gpus: int, *, radix: int | None = None, rate_mbps: float | None = 100.0,
-              program: str = DEFAULT_PROGRAM, name: str | None = None) -> Topology:
+              program: str = DEFAULT_PROGRAM, name: str | None = None, mtu: int = JUMBO_MTU) -> Topology:
     """D servers (HB domains) of R GPUs; GPU r of every server on rail r; no spine.
 
     A rail is one switch, or a two-tier Clos of radix-``radix`` switches local to the rail
@@ -132,7 +132,8 @@ def rail_only(servers: int, gpus: int, *, radix: int | None = None, rate_mbps: f
             _wire_spines(leaves, [sw for sw in switches if sw.role == "spine" and sw.rail == r], radix // 2, rate_mbps, links, uplinks)
     params: dict[str, object] = {"rails": gpus, "servers": servers, "radix": radix, "block": block,
                                  "rate_mbps": rate_mbps}
-    return Topology(name or f"rail-only-{servers}x{gpus}", "rail-only", tuple(hosts), tuple(switches), tuple(links), params)
+    return Topology(name or f"rail-only-{servers}x{gpus}", "rail-only", tuple(hosts), tuple(switches), tuple(links), params,
+                    mtu=mtu)
 
 
 def _wire_spines(leaves: list[Switch], spines: list[Switch], up_ports: int, rate: float | None,
@@ -153,7 +154,7 @@ def _wire_spines(leaves: list[Switch], spines: list[Switch], up_ports: int, rate
 def rail_fat_tree(servers: int, gpus: int, *, spines: int = 2, uplinks_per_leaf: int | None = None,
                   oversubscription: float = 1.0, radix: int | None = None,
                   rate_mbps: float | None = 100.0, program: str = DEFAULT_PROGRAM,
-                  name: str | None = None) -> Topology:
+                  name: str | None = None, mtu: int = JUMBO_MTU) -> Topology:
     """The Rail-only paper's baseline: the same per-rail leaves plus a spine across all rails.
 
     Each leaf has ``uplinks_per_leaf`` uplinks (default: one per spine) spread over the
@@ -194,11 +195,11 @@ def rail_fat_tree(servers: int, gpus: int, *, spines: int = 2, uplinks_per_leaf:
     params: dict[str, object] = {"rails": gpus, "servers": servers, "radix": radix, "block": block, "spines": spines,
               "oversubscription": oversubscription, "rate_mbps": rate_mbps}
     return Topology(name or f"rail-fat-tree-{servers}x{gpus}", "rail-fat-tree", tuple(hosts),
-                    tuple(switches), tuple(links), params)
+                    tuple(switches), tuple(links), params, mtu=mtu)
 
 
 def topoopt(n: int, d: int, *, rate_mbps: float | None = 100.0, program: str = "circuit_switch",
-            name: str | None = None) -> Topology:
+            name: str | None = None, mtu: int = JUMBO_MTU) -> Topology:
     """n servers of degree d, each NIC i wired through OCS i to the ring of stride delta_i.
 
     >>> t = topoopt(8, 2)
@@ -225,4 +226,5 @@ def topoopt(n: int, d: int, *, rate_mbps: float | None = 100.0, program: str = "
              for i in range(len(strides)) for s in range(n)]
     params: dict[str, object] = {"servers": n, "degree": d, "strides": strides,
                                  "diameter": diameter(n, strides), "rate_mbps": rate_mbps}
-    return Topology(name or f"topoopt-{n}x{d}", "topoopt", tuple(hosts), tuple(switches), tuple(links), params)
+    return Topology(name or f"topoopt-{n}x{d}", "topoopt", tuple(hosts), tuple(switches), tuple(links), params,
+                    mtu=mtu)

@@ -12,7 +12,17 @@ from typing import Any
 import yaml
 
 from controller.errors import ConfigError
-from controller.topology.model import ROLES, Endpoint, Host, Link, Nic, Switch, Topology
+from controller.topology.model import (
+    ETHERNET_MTU,
+    MTU_RANGE,
+    ROLES,
+    Endpoint,
+    Host,
+    Link,
+    Nic,
+    Switch,
+    Topology,
+)
 
 __all__ = ["dump_topology", "load_topology", "parse_topology", "topology_to_dict"]
 
@@ -74,7 +84,7 @@ MAX_ITEMS = 200_000
 
 def parse_topology(doc: Any, file: str = "<topology>") -> Topology:
     r = _Reader(file)
-    top = r.mapping(doc, "", {"name", "kind", "params", "hosts", "switches", "links", "schedules"},
+    top = r.mapping(doc, "", {"name", "kind", "params", "hosts", "switches", "links", "schedules", "mtu"},
                     {"name", "hosts", "switches", "links"})
     for key in ("hosts", "switches", "links"):  # refuse a monster before walking it
         items = top.get(key)
@@ -109,10 +119,11 @@ def parse_topology(doc: Any, file: str = "<topology>") -> Topology:
     links = []
     for i, lk in enumerate(r.seq(top.get("links"), "links")):
         key = f"links[{i}]"
-        lk = r.mapping(lk, key, {"a", "b", "rate_mbps", "delay_us"}, {"a", "b"})
+        lk = r.mapping(lk, key, {"a", "b", "rate_mbps", "delay_us", "mtu"}, {"a", "b"})
         rate = None if lk.get("rate_mbps") is None else r.num(lk["rate_mbps"], f"{key}.rate_mbps")
+        mtu = None if lk.get("mtu") is None else _mtu(r, lk["mtu"], f"{key}.mtu")
         links.append(Link(r.endpoint(lk["a"], f"{key}.a"), r.endpoint(lk["b"], f"{key}.b"), rate,
-                          r.num(lk.get("delay_us", 0), f"{key}.delay_us")))
+                          r.num(lk.get("delay_us", 0), f"{key}.delay_us"), mtu))
     params = top.get("params") or {}
     if not isinstance(params, dict):
         raise r.fail("params", params, "expected a mapping")
@@ -120,8 +131,17 @@ def parse_topology(doc: Any, file: str = "<topology>") -> Topology:
     if not isinstance(schedules, dict):
         raise r.fail("schedules", schedules, "expected a mapping")
     kind = top.get("kind", "custom")
+    mtu = ETHERNET_MTU if top.get("mtu") is None else _mtu(r, top["mtu"], "mtu")
     return Topology(r.str_(top["name"], "name"), r.str_(kind, "kind"), tuple(hosts), tuple(switches),
-                    tuple(links), dict(params), dict(schedules))
+                    tuple(links), dict(params), dict(schedules), mtu)
+
+
+def _mtu(r: _Reader, value: Any, key: str) -> int:
+    mtu = r.int_(value, key)
+    low, high = MTU_RANGE
+    if not low <= mtu <= high:
+        raise r.fail(key, mtu, f"an MTU must be in {low}..{high} bytes")
+    return mtu
 
 
 def load_topology(path: str | Path) -> Topology:
@@ -138,11 +158,14 @@ def topology_to_dict(topo: Topology) -> dict[str, Any]:
             d["rate_mbps"] = lk.rate_mbps
         if lk.delay_us:
             d["delay_us"] = lk.delay_us
+        if lk.mtu is not None:
+            d["mtu"] = lk.mtu
         return d
 
     return {
         "name": topo.name,
         "kind": topo.kind,
+        **({"mtu": topo.mtu} if topo.mtu != ETHERNET_MTU else {}),
         "params": dict(topo.params),
         "hosts": [
             {"name": h.name, "gpus": h.gpus,

@@ -11,7 +11,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["ROLES", "Endpoint", "Host", "Link", "Nic", "Switch", "Topology"]
+__all__ = ["ETHERNET_MTU", "JUMBO_MTU", "MTU_RANGE", "ROLES", "Endpoint", "Host", "Link", "Nic", "Switch", "Topology"]
+
+#: Ethernet's MTU, Linux's default and a topology file's when it names none
+ETHERNET_MTU = 1500
+#: the jumbo MTU of ML training fabrics, the generators' default for them: 9,000-byte
+#: frames are the norm on training clusters (RoCE runs 4,096), and each frame costs the
+#: emulation the same per-packet work in hosts, veths and switches whatever its size
+JUMBO_MTU = 9000
+#: the MTUs a topology may ask for (IPv4's minimum to the common jumbo maximum)
+MTU_RANGE = (576, 9216)
 
 ROLES = ("rail", "spine", "leaf", "hb-domain", "ocs", "tor")
 Role = Literal["rail", "spine", "leaf", "hb-domain", "ocs", "tor"]
@@ -83,6 +92,8 @@ class Link:
     b: Endpoint
     rate_mbps: float | None = None
     delay_us: float = 0.0
+    #: this link's MTU where it differs from the fabric's (:meth:`Topology.link_mtu`)
+    mtu: int | None = None
 
     def other(self, node: str) -> Endpoint:
         return self.b if self.a.node == node else self.a
@@ -102,6 +113,8 @@ class Topology:
     links: tuple[Link, ...]
     params: dict[str, object] = field(default_factory=dict)
     schedules: dict[str, object] = field(default_factory=dict)
+    #: the fabric's MTU (IP bytes per frame), that of every link that names none
+    mtu: int = ETHERNET_MTU
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hosts", {h.name: h for h in self.hosts})
@@ -132,6 +145,20 @@ class Topology:
     def links_of(self, node: str) -> Iterator[Link]:
         return iter(self._adjacency.get(node, ()))  # type: ignore[attr-defined]
 
+    def link_mtu(self, link: Link) -> int:
+        """The MTU of ``link``: its own, else the fabric's.
+
+        >>> t = Topology("t", "custom", (), (), (), mtu=9000)
+        >>> t.link_mtu(Link(Endpoint("a", 1), Endpoint("b", 1))), t.link_mtu(Link(Endpoint("a", 1), Endpoint("b", 1), mtu=1500))
+        (9000, 1500)
+        """
+        return link.mtu if link.mtu is not None else self.mtu
+
+    @property
+    def largest_mtu(self) -> int:
+        """The largest MTU of any link (a switch must carry frames of this size)."""
+        return max((self.link_mtu(lk) for lk in self.links), default=self.mtu)
+
     def switch_ports(self, switch: str) -> dict[int, Endpoint]:
         """Port number -> the endpoint on the other side of the link."""
         ports: dict[int, Endpoint] = {}
@@ -152,7 +179,8 @@ class Topology:
             raise KeyError(f"no switch {sorted(unknown)} in topology {self.name!r}")
         keep = tuple(s for s in self.switches if s.name not in switches)
         links = tuple(lk for lk in self.links if lk.a.node not in switches and lk.b.node not in switches)
-        return Topology(self.name, self.kind, self.hosts, keep, links, dict(self.params), dict(self.schedules))
+        return Topology(self.name, self.kind, self.hosts, keep, links, dict(self.params), dict(self.schedules),
+                        self.mtu)
 
     @property
     def rails(self) -> int:

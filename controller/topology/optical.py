@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 
 from controller.errors import ConfigError
-from controller.topology.model import Endpoint, Host, Link, Nic, Switch, Topology
+from controller.topology.model import JUMBO_MTU, Endpoint, Host, Link, Nic, Switch, Topology
 
 __all__ = ["optical", "rack_prefix", "tor_uplink_port"]
 
@@ -28,7 +28,7 @@ def tor_uplink_port(topo: Topology, uplink: int) -> int:
 
 
 def optical(racks: int, hosts: int = 1, *, uplinks: int = 1, rate_mbps: float | None = 100.0,
-            name: str | None = None) -> Topology:
+            name: str | None = None, mtu: int = JUMBO_MTU) -> Topology:
     """An optical fabric of ``racks`` ToRs, ``hosts`` hosts each, ``uplinks`` circuit switches.
 
     >>> t = optical(4, 2, uplinks=2)
@@ -54,4 +54,4 @@ def optical(racks: int, hosts: int = 1, *, uplinks: int = 1, rate_mbps: float | 
     params: dict[str, object] = {"racks": racks, "hosts_per_rack": hosts, "uplinks": uplinks,
                                  "rate_mbps": rate_mbps}
     return Topology(name or f"optical-{racks}x{hosts}" + (f"x{uplinks}" if uplinks > 1 else ""), "optical", tuple(host_list), tuple(switches),
-                    tuple(links), params)
+                    tuple(links), params, mtu=mtu)

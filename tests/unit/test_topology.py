@@ -49,6 +49,9 @@ def test_round_trip(tmp_path: Path) -> None:
     (lambda d: d["links"][0].update(a="s0"), "links[0].a", "expected NODE:PORT"),
     (lambda d: d["links"][0].update(rate_mbps=-5), "links[0].rate_mbps", "non-negative"),
     (lambda d: d["hosts"][0].pop("nics"), "hosts[0].nics", "required key is missing"),
+    (lambda d: d.update(mtu=20000), "mtu", "an MTU must be in 576..9216 bytes"),
+    (lambda d: d.update(mtu="jumbo"), "mtu", "expected an integer"),
+    (lambda d: d["links"][0].update(mtu=100), "links[0].mtu", "an MTU must be in 576..9216 bytes"),
 ])
 def test_strict_loading_names_file_key_and_value(mutate, key: str, problem: str) -> None:
     d = doc()
@@ -219,3 +222,19 @@ def test_check_finds_a_fabric_in_pieces() -> None:
     problems = [str(e) for e in check_topology(cut, "t.yaml")]
     assert any("the fabric is in 2 pieces: these nodes reach no other" in p and "rail1" in p for p in problems)
     assert check_topology(topo) == []
+
+
+def test_the_mtu_is_the_fabrics_with_per_link_exceptions_and_survives_a_round_trip() -> None:
+    from controller.topology.loader import topology_to_dict
+    from controller.topology.model import ETHERNET_MTU, JUMBO_MTU
+
+    d = doc()  # from the generator: jumbo
+    d.pop("mtu")
+    assert parse_topology(d, "f.yaml").mtu == ETHERNET_MTU, "a file that names no MTU: Ethernet's"
+    d["mtu"] = JUMBO_MTU
+    d["links"][0]["mtu"] = 1500
+    topo = parse_topology(d, "f.yaml")
+    assert [topo.link_mtu(lk) for lk in topo.links[:2]] == [1500, JUMBO_MTU]
+    assert topo.largest_mtu == JUMBO_MTU
+    assert parse_topology(topology_to_dict(topo), "again.yaml") == topo
+    assert rail_only(2, 2).mtu == JUMBO_MTU and rail_only(2, 2, mtu=1500).mtu == 1500
