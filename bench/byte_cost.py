@@ -10,6 +10,7 @@ target's engines, BMv2 and a Linux bridge (the kernel's own forwarding, no P4 sw
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from typing import Any
 
@@ -57,20 +58,22 @@ def byte_cost(target: str, engine: str | None, mtu: int, megabytes: int = 300) -
 def bridge_byte_cost(mtu: int, megabytes: int = 300) -> dict[str, float]:
     """The same through a Linux bridge (no switch process: its cost is the kernel's)."""
     from mininet.net import Mininet
-    from mininet.nodelib import LinuxBridge
 
     sampler_mod = load_emulation_module("cpu_sampler")
     host_config = load_emulation_module("host_config")
     net = Mininet(controller=None, build=False, autoSetMacs=True)
+    bridge = "bbrbench0"
     try:
         h0, h1 = net.addHost("bh0", ip="10.77.0.1/24"), net.addHost("bh1", ip="10.77.0.2/24")
-        br = net.addSwitch("bbr0", cls=LinuxBridge)
+        root = net.addHost("bbr", inNamespace=False)  # the bridge's ports, in the root namespace
+        subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
         for h in (h0, h1):
-            link = net.addLink(h, br)
+            link = net.addLink(h, root)
             for intf in (link.intf1, link.intf2):
                 intf.cmd(f"ip link set dev {intf.name} mtu {mtu}")
+            subprocess.run(["ip", "link", "set", link.intf2.name, "master", bridge, "up"], check=True)
+        subprocess.run(["ip", "link", "set", bridge, "mtu", str(mtu), "up"], check=True)
         net.build()
-        br.start([])
         for h in (h0, h1):
             host_config.prepare_host(h)
         h0.cmd("ping -c 1 -W 2 10.77.0.2")
@@ -79,3 +82,4 @@ def bridge_byte_cost(mtu: int, megabytes: int = 300) -> dict[str, float]:
         return _measure(sampler, lambda: _iperf(h0, h1, "10.77.0.2", megabytes))
     finally:
         net.stop()
+        subprocess.run(["ip", "link", "del", bridge], check=False, capture_output=True)

@@ -22,13 +22,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from cpu_sampler import fabric_cpu_sampler
+from cpu_sampler import CpuSampler, fabric_cpu_sampler
 from fabric_net import EmulatedFabric, check_free
 from switch_engines import engines_text, fabric_engines
 
 from controller.cli.output import format_table
 from controller.errors import EmulationError, MlfabricError
-from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
+from controller.experiments.cpu_use import (
+    breakdown_row,
+    breakdown_summary,
+    cpu_row,
+    cpu_summary,
+    cpu_verdict,
+)
 from controller.experiments.fidelity import (
     Verdict,
     breaches,
@@ -184,6 +190,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
         _say(f"{fabric}: switches run the {engines_text(info['engines'])}")
         cpu = fabric_cpu_sampler(fab, names)
         with contextlib.ExitStack() as stack, WorkerGroup(popen, config_path, ranks, python=sys.executable) as group:
+            workers_cpu = CpuSampler(group.pids)
             if meter is not None:
                 stack.callback(meter.close)
             for it in range(cfg.iterations):
@@ -195,9 +202,10 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
                 for cmd in _commands(cfg, fabric, it):
                     t0 = time.monotonic()
                     before = meter.read() if meter and "failed_switch" not in info else None
-                    with cpu.measure() as used:
+                    with cpu.measure() as used, workers_cpu.measure() as by_workers:
                         results = group.run(cmd, timeout=cfg.timeout_s)
-                    row = {**_row(fabric, cmd, results), **cpu_row(used[0])}
+                    row = {**_row(fabric, cmd, results), **cpu_row(used[0]),
+                           **breakdown_row(used[0], by_workers[0])}
                     if before is not None and meter is not None:
                         row["uplink_imbalance"] = meter.imbalance(before, meter.read())
                     rows.append(row)
@@ -267,10 +275,16 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
         lines.append(f"all-to-all rail-only (hierarchical) / fat-tree (direct): {spread_text('alltoall')} "
                      "(paper: 1.08-1.11 with NVLink >> NIC)")
     cpu = {f: cpu_summary(r for r in rows if r["fabric"] == f) for f in topos}
+    breakdown = {f: breakdown_summary(r for r in rows if r["fabric"] == f) for f in topos}
     for f in topos:
         engines = (infos.get(f) or {}).get("engines")
         on = f" ({engines_text(engines)})" if engines else ""
         lines.append(f"switch CPU, {f}{on}: {cpu_verdict(cpu[f])}")
+        if breakdown[f]:
+            b = breakdown[f]
+            lines.append(f"where the machine's CPU went, {f} (median cores per collective): workers "
+                         f"{b['workers_cores']:.2f}, switches {b['switches_cores']:.2f}, the kernel's softirq "
+                         f"work (veths, TCP receive, shaping) and the rest {b['rest_cores']:.2f}")
     for name, sp in spreads.items():
         if sp["n"] and verdicts[name].decided and verdict(sp) == "spread too large to tell":
             lines.append(f"warning: the {name} ratio's spread is too large to support a conclusion; "
@@ -281,6 +295,7 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
     (out / "table.txt").write_text(text + "\n")
     write_json(out / "summary.json", {"config": config_json(cfg), "fabrics": bills, "collectives": summary,
                                       "ratios": ratios, "model_s": model, "runs": infos, "cpu": cpu,
+                                      "cpu_breakdown_cores": breakdown,
                                       "fidelity": verdicts_json(list(verdicts.values()))})
     return text, list(verdicts.values())
 

@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BUSY", "CpuSample", "CpuUse", "cpu_row", "cpu_summary", "cpu_use", "cpu_verdict"]
+__all__ = ["BUSY", "CpuSample", "CpuUse", "breakdown_row", "breakdown_summary", "cpu_row", "cpu_summary", "cpu_use",
+           "cpu_verdict"]
 
 #: a share of one core (a switch) or of all cores (the machine) above which an interval's
 #: figures are bound by CPU rather than by the emulated links
@@ -136,3 +137,28 @@ def cpu_verdict(summary: Mapping[str, float], *, busy: float = BUSY) -> str:
     if summary["switch_max"] >= busy:
         return f"SWITCH-BOUND: {switches}; {machine}"
     return f"not switch-bound: {switches}; {machine}"
+
+
+def breakdown_row(machine: CpuUse, workers: CpuUse) -> dict[str, float]:
+    """Where the machine's CPU went over one interval, in cores: the switch processes, the
+    workers (their Python and the system calls they make: sending and receiving), and the
+    rest (the kernel's softirq work, veths, shaping, and anything else running).
+
+    >>> breakdown_row(CpuUse({"s0": 0.3}, 0.9, 2), CpuUse({"rank0": 0.5, "rank1": 0.4}, 0.9, 2))
+    {'switches_cores': 0.3, 'workers_cores': 0.9, 'rest_cores': 0.6}
+    """
+    used = machine.machine * machine.cores
+    return {"switches_cores": round(machine.total, 4), "workers_cores": round(workers.total, 4),
+            "rest_cores": round(max(0.0, used - machine.total - workers.total), 4)}
+
+
+def breakdown_summary(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """The median of each :func:`breakdown_row` column over measured rows.
+
+    >>> breakdown_summary([{"switches_cores": 0.2, "workers_cores": 1.0, "rest_cores": 0.4},
+    ...                    {"switches_cores": 0.4, "workers_cores": 0.8, "rest_cores": 0.6}])
+    {'switches_cores': 0.3, 'workers_cores': 0.9, 'rest_cores': 0.5}
+    """
+    rows = [r for r in rows if r.get("workers_cores") not in (None, "")]
+    return {key: round(statistics.median(float(r[key]) for r in rows), 4)
+            for key in ("switches_cores", "workers_cores", "rest_cores")} if rows else {}
