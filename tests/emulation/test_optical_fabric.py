@@ -34,7 +34,10 @@ def _run(target: str, schedule, **fabric_options):
     with fabric_net.EmulatedFabric(topo, target=target, shape=False, publish=False,
                                    schedule=schedule, **fabric_options) as fab:
         assert len(fab.clock_reports) == 5
-        assert all(r.skew_bound_us < 1000 for r in fab.clock_reports), "schedule skew goal: under 1 ms"
+        # what this test's arithmetic needs: arrivals within MARGIN_US of a boundary are not
+        # judged, so every clock must be known to better than that. (The 1 ms goal is a
+        # figure of `make bench`: a probe's round trip depends on how busy the machine is.)
+        assert all(r.skew_bound_us < MARGIN_US for r in fab.clock_reports), fab.clock_reports
         epoch = fab.schedule_epoch_us
         sent, got = udp_probe_run.probe(fab, "h0_0", "h1_0", "10.200.1.1", seconds=2.0, idle=2.0)
         tor0 = fab.live.switch("tor0")
