@@ -22,11 +22,19 @@ __all__ = ["bridge_byte_cost", "byte_cost"]
 
 
 def _iperf(client: Any, server: Any, address: str, megabytes: int) -> float:
-    """Bytes iperf3 delivered from ``client`` to ``server``'s ``address``."""
-    server.cmd("iperf3 -s -1 -D -p 5201 >/dev/null 2>&1; sleep 0.3")
-    out = client.cmd(f"iperf3 -c {address} -p 5201 -n {megabytes}M -J")
-    data = json.loads(out[out.index("{"):])
-    return float(data["end"]["sum_received"]["bytes"])
+    """Bytes iperf3 delivered from ``client`` to ``server``'s ``address``; the server is this
+    function's own process, stopped however the transfer ends."""
+    listener = server.popen(["iperf3", "-s", "-1", "-p", "5201"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        out = client.cmd(f"iperf3 -c {address} -p 5201 -n {megabytes}M -J")
+        data = json.loads(out[out.index("{"):])
+        return float(data["end"]["sum_received"]["bytes"])
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+        listener.wait()
 
 
 def _measure(sampler: Any, run: Any) -> dict[str, float]:

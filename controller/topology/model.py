@@ -154,11 +154,6 @@ class Topology:
         """
         return link.mtu if link.mtu is not None else self.mtu
 
-    @property
-    def largest_mtu(self) -> int:
-        """The largest MTU of any link (a switch must carry frames of this size)."""
-        return max((self.link_mtu(lk) for lk in self.links), default=self.mtu)
-
     def switch_ports(self, switch: str) -> dict[int, Endpoint]:
         """Port number -> the endpoint on the other side of the link."""
         ports: dict[int, Endpoint] = {}

@@ -235,6 +235,5 @@ def test_the_mtu_is_the_fabrics_with_per_link_exceptions_and_survives_a_round_tr
     d["links"][0]["mtu"] = 1500
     topo = parse_topology(d, "f.yaml")
     assert [topo.link_mtu(lk) for lk in topo.links[:2]] == [1500, JUMBO_MTU]
-    assert topo.largest_mtu == JUMBO_MTU
     assert parse_topology(topology_to_dict(topo), "again.yaml") == topo
     assert rail_only(2, 2).mtu == JUMBO_MTU and rail_only(2, 2, mtu=1500).mtu == 1500
