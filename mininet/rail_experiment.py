@@ -69,6 +69,7 @@ from controller.p4build import pipeline_files
 from controller.p4runtime.client import P4RuntimeClient
 from controller.p4runtime.schema import P4Schema
 from controller.topology import load_topology
+from controller.topology.generators import UPLINK_ROUTINGS
 from controller.topology.model import JUMBO_MTU, Topology
 from workloads.driver import WorkerGroup
 from workloads.plan import Rank
@@ -315,6 +316,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compute-ms", type=float, default=50.0,
                    help="compute time per iteration in the iteration-time estimate")
     p.add_argument("--spines", type=int, default=2, help="spine switches of the fat-tree baseline")
+    p.add_argument("--fat-tree-routing", choices=UPLINK_ROUTINGS, default="ecmp",
+                   help="how the fat-tree's leaves pick an uplink: ecmp (a 5-tuple hash, as deployed: flows "
+                        "collide) or dst-server (d-mod-k: every pairwise all-to-all round evenly spread, the "
+                        "paper's ideal full bisection)")
     p.add_argument("--mtu", type=int, default=JUMBO_MTU,
                    help="every link's MTU, bytes (jumbo by default: ML fabrics run 9,000-byte frames, and the "
                         "emulation's cost is per frame)")
@@ -332,6 +337,7 @@ def main(argv: list[str]) -> int:
                                iterations=a.iterations, allreduce_bytes=a.allreduce_kb * 1024,
                                alltoall_bytes=a.alltoall_kb * 1024, compute_s=a.compute_ms / 1000,
                                target=a.target, engine=a.engine, fail_rail=a.fail_rail, spines=a.spines,
+                               fat_tree_routing=a.fat_tree_routing,
                                worker_timeout_s=a.worker_timeout, mtu=a.mtu).validate()
         topos = fabrics_for(cfg, load_topology(a.topology) if a.topology else None)
         for topo in topos.values():  # before the results folder: a refused run leaves nothing

@@ -17,6 +17,7 @@ from controller.topology import (
     rail_only,
     topoopt,
 )
+from controller.topology.generators import UPLINK_ROUTINGS
 from controller.topology.model import JUMBO_MTU, MTU_RANGE, Topology
 
 __all__ = ["register"]
@@ -30,7 +31,8 @@ def _gen(args: argparse.Namespace) -> int:
         topo = rail_only(args.servers, args.gpus, radix=args.radix, rate_mbps=args.rate_mbps, mtu=args.mtu)
     elif args.kind == "fat-tree":
         topo = rail_fat_tree(args.servers, args.gpus, spines=args.spines, radix=args.radix,
-                             oversubscription=args.oversubscription, rate_mbps=args.rate_mbps, mtu=args.mtu)
+                             oversubscription=args.oversubscription, rate_mbps=args.rate_mbps, mtu=args.mtu,
+                             uplink_routing=args.uplink_routing)
     elif args.kind == "optical":
         topo = optical(args.servers, args.hosts, uplinks=args.uplinks, rate_mbps=args.rate_mbps, mtu=args.mtu)
     else:
@@ -142,6 +144,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--radix", type=int, default=None, help="switch radix: rails larger than one switch become a per-rail Clos")
     g.add_argument("--spines", type=int, default=2, help="spine switches (fat-tree)")
     g.add_argument("--oversubscription", type=float, default=1.0, help="leaf oversubscription (fat-tree)")
+    g.add_argument("--uplink-routing", choices=UPLINK_ROUTINGS, default="ecmp",
+                   help="how a leaf picks its uplink (fat-tree): ecmp hashes the 5-tuple; dst-server takes "
+                        "destination server mod uplinks (d-mod-k), even for pairwise all-to-all rounds")
     g.add_argument("--rate-mbps", type=float, default=100.0, help="link rate to shape in the emulation")
     g.add_argument("--mtu", type=int, default=JUMBO_MTU,
                    help=f"the fabric's MTU, bytes (default {JUMBO_MTU}: jumbo frames, as ML training fabrics run)")

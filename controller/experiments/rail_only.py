@@ -22,6 +22,7 @@ from controller.models.collectives import (
 )
 from controller.models.cost import ComponentCosts
 from controller.topology import check_topology, rail_fat_tree, rail_only
+from controller.topology.generators import UPLINK_ROUTINGS
 from controller.topology.model import JUMBO_MTU, MTU_RANGE, Topology
 
 __all__ = ["FABRICS", "OPS", "ExperimentConfig", "emulated_bill", "fabrics_for", "model_times", "ratio_spread", "summarize", "verdict"]
@@ -44,6 +45,8 @@ class ExperimentConfig:
     #: intra-server ("NVLink") bandwidth as a multiple of the NIC rate, per GPU
     nvlink_factor: float = 8.0
     spines: int = 2
+    #: how the fat-tree's leaves pick an uplink (controller.topology.generators.UPLINK_ROUTINGS)
+    fat_tree_routing: str = "ecmp"
     iterations: int = 3
     allreduce_bytes: int = 5 << 20
     alltoall_bytes: int = 5 << 20
@@ -92,6 +95,8 @@ class ExperimentConfig:
             raise bad("fail_rail", self.fail_rail, f"rails are 0..{self.rails - 1}")
         if self.target not in ("python", "bmv2"):
             raise bad("target", self.target, "python or bmv2")
+        if self.fat_tree_routing not in UPLINK_ROUTINGS:
+            raise bad("fat_tree_routing", self.fat_tree_routing, f"one of {', '.join(UPLINK_ROUTINGS)}")
         if not MTU_RANGE[0] <= self.mtu <= MTU_RANGE[1]:
             raise bad("mtu", self.mtu, f"an MTU must be in {MTU_RANGE[0]}..{MTU_RANGE[1]} bytes")
         return self
@@ -112,7 +117,8 @@ def fabrics_for(cfg: ExperimentConfig, rail_only_topology: Topology | None = Non
         topo = dataclasses.replace(topo, mtu=cfg.mtu, links=tuple(dataclasses.replace(lk, mtu=None) for lk in topo.links))
     else:
         topo = rail_only(cfg.servers, cfg.rails, rate_mbps=cfg.rate_mbps, mtu=cfg.mtu)
-    ft = rail_fat_tree(cfg.servers, cfg.rails, spines=cfg.spines, rate_mbps=cfg.rate_mbps, mtu=cfg.mtu)
+    ft = rail_fat_tree(cfg.servers, cfg.rails, spines=cfg.spines, rate_mbps=cfg.rate_mbps, mtu=cfg.mtu,
+                       uplink_routing=cfg.fat_tree_routing)
     return {"rail-only": topo, "fat-tree": ft}
 
 

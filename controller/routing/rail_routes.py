@@ -10,6 +10,10 @@ objects that :func:`controller.p4runtime.entities.encode_rule` turns into P4Runt
   the rail's own servers on rail-only, every rail on the fat-tree.
 - A spine routes each downstream switch's collapsed address block to the port(s) leading
   to it (an ECMP group when there are several).
+- With the topology's ``uplink_routing: dst-server`` (d-mod-k), a switch with several ports
+  towards its destinations picks one per destination server instead of hashing:
+  ``server mod ports``, one /32 route per remote NIC. Every round of a pairwise all-to-all
+  then loads the uplinks evenly, as the paper's full-bisection analysis assumes.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from dataclasses import dataclass
 
 from controller.errors import ConfigError
 from controller.p4runtime.entities import Exact, Lpm, TableRule
-from controller.topology.generators import switch_mac
+from controller.topology.generators import UPLINK_ROUTINGS, switch_mac
 from controller.topology.model import Endpoint, Topology
 
 __all__ = ["LPM_TABLE", "SwitchRules", "compile_fabric", "compile_switch"]
@@ -70,6 +74,11 @@ class _Fabric:
                                       "rail_switch routing supports two tiers: a link between two switches of one tier")
         self._reach_cache: dict[frozenset[str], list[ipaddress.IPv4Network]] = {}
         self._block_cache: dict[str, list[ipaddress.IPv4Network]] = {}
+        routing = topo.params.get("uplink_routing", "ecmp")
+        if routing not in UPLINK_ROUTINGS:
+            raise ConfigError(topo.name, "params.uplink_routing", routing, f"one of {', '.join(UPLINK_ROUTINGS)}")
+        self.by_server = routing == "dst-server"
+        self.server_of = {nic.address: d for d, h in enumerate(topo.hosts) for nic in h.nics}
 
     def block(self, switch: str) -> list[ipaddress.IPv4Network]:
         """The collapsed prefixes of the hosts attached to ``switch``."""
@@ -108,6 +117,27 @@ def _ecmp(topo: Topology, sw: str, group: int, members: list[tuple[int, Endpoint
     return rules
 
 
+def _by_server(topo: Topology, fab: _Fabric, sw: str, members: list[tuple[int, Endpoint]],
+               prefixes: list[ipaddress.IPv4Network]) -> list[TableRule]:
+    """d-mod-k: one /32 route per NIC of ``prefixes`` not attached to ``sw`` itself, through
+    member ``server mod len(members)``."""
+    rules, local = [], set(fab.hosts_behind[sw])
+    for address, server in sorted(fab.server_of.items(), key=lambda kv: ipaddress.IPv4Address(kv[0])):
+        if address not in local and any(ipaddress.IPv4Address(address) in p for p in prefixes):
+            port, peer = members[server % len(members)]
+            rules.append(_route(ipaddress.IPv4Network(address), "RailIngress.set_nexthop",
+                                _nexthop(topo, sw, port, peer)))
+    return rules
+
+
+def _spread(topo: Topology, fab: _Fabric, sw: str, group: int, members: list[tuple[int, Endpoint]],
+            prefixes: list[ipaddress.IPv4Network]) -> list[TableRule]:
+    """``prefixes`` spread over ``members``: an ECMP group, or d-mod-k routes."""
+    if fab.by_server:
+        return _by_server(topo, fab, sw, members, prefixes)
+    return _ecmp(topo, sw, group, members, prefixes)
+
+
 def compile_switch(topo: Topology, name: str, fabric: _Fabric | None = None) -> SwitchRules:
     """Every entry of switch ``name``; pure and deterministic."""
     fab = fabric or _Fabric(topo)
@@ -122,7 +152,7 @@ def compile_switch(topo: Topology, name: str, fabric: _Fabric | None = None) -> 
                                 _nexthop(topo, name, port, peer)))
     if fab.up[name]:
         spines = [peer.node for _, peer in fab.up[name]]
-        rules += _ecmp(topo, name, 1, fab.up[name], fab.reachable_via(spines))
+        rules += _spread(topo, fab, name, 1, fab.up[name], fab.reachable_via(spines))
     by_peer: dict[str, list[tuple[int, Endpoint]]] = defaultdict(list)
     for port, peer in fab.down[name]:
         by_peer[peer.node].append((port, peer))
@@ -132,7 +162,7 @@ def compile_switch(topo: Topology, name: str, fabric: _Fabric | None = None) -> 
             port, peer = ports[0]
             rules += [_route(p, "RailIngress.set_nexthop", _nexthop(topo, name, port, peer)) for p in prefixes]
         else:
-            rules += _ecmp(topo, name, group, ports, prefixes)
+            rules += _spread(topo, fab, name, group, ports, prefixes)
     return SwitchRules(name, sw.program, tuple(rules))
 
 

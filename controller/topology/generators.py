@@ -17,6 +17,7 @@ from controller.topology.totient import diameter, ring_strides, totient_candidat
 from controller.topology.validate import MAX_PORT
 
 __all__ = [
+    "UPLINK_ROUTINGS",
     "host_address",
     "leaf_block",
     "rail_fat_tree",
@@ -26,6 +27,8 @@ __all__ = [
 ]
 
 DEFAULT_PROGRAM = "rail_switch"
+#: how a fat-tree leaf picks an uplink: a hash of the 5-tuple, or the destination server mod k
+UPLINK_ROUTINGS = ("ecmp", "dst-server")
 
 
 def _bad(key: str, value: object, problem: str) -> ConfigError:
@@ -154,12 +157,15 @@ def _wire_spines(leaves: list[Switch], spines: list[Switch], up_ports: int, rate
 def rail_fat_tree(servers: int, gpus: int, *, spines: int = 2, uplinks_per_leaf: int | None = None,
                   oversubscription: float = 1.0, radix: int | None = None,
                   rate_mbps: float | None = 100.0, program: str = DEFAULT_PROGRAM,
-                  name: str | None = None, mtu: int = JUMBO_MTU) -> Topology:
+                  name: str | None = None, mtu: int = JUMBO_MTU, uplink_routing: str = "ecmp") -> Topology:
     """The Rail-only paper's baseline: the same per-rail leaves plus a spine across all rails.
 
     Each leaf has ``uplinks_per_leaf`` uplinks (default: one per spine) spread over the
     spines; with ``oversubscription`` o > 1 the uplinks run at 1/o of the bandwidth the
-    leaf's servers can offer.
+    leaf's servers can offer. ``uplink_routing`` (:data:`UPLINK_ROUTINGS`) says how a leaf
+    picks the uplink of a packet: ``ecmp`` hashes its 5-tuple (flows can collide on one
+    uplink); ``dst-server`` takes uplink ``s mod k`` for destination server ``s``
+    (d-mod-k), which spreads every pairwise all-to-all round evenly.
 
     >>> t = rail_fat_tree(4, 4, spines=2)
     >>> sorted({s.role for s in t.switches}), len(t.links)
@@ -170,6 +176,8 @@ def rail_fat_tree(servers: int, gpus: int, *, spines: int = 2, uplinks_per_leaf:
         raise _bad("spines", spines, "a fat-tree needs at least one spine")
     if oversubscription < 1:
         raise _bad("oversubscription", oversubscription, "must be >= 1 (1 = full bisection)")
+    if uplink_routing not in UPLINK_ROUTINGS:
+        raise _bad("uplink_routing", uplink_routing, f"one of {', '.join(UPLINK_ROUTINGS)}")
     block = leaf_block(servers, radix)
     hosts = _servers(servers, gpus, block)
     switches: list[Switch] = []
@@ -194,6 +202,8 @@ def rail_fat_tree(servers: int, gpus: int, *, spines: int = 2, uplinks_per_leaf:
     _wire_spines(leaves, spine_switches, ups, up_rate, links, all_uplinks)
     params: dict[str, object] = {"rails": gpus, "servers": servers, "radix": radix, "block": block, "spines": spines,
               "oversubscription": oversubscription, "rate_mbps": rate_mbps}
+    if uplink_routing != "ecmp":  # the default stays out of the file, as before
+        params["uplink_routing"] = uplink_routing
     return Topology(name or f"rail-fat-tree-{servers}x{gpus}", "rail-fat-tree", tuple(hosts),
                     tuple(switches), tuple(links), params, mtu=mtu)
 
