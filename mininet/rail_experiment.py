@@ -306,13 +306,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=int, default=16, help="GPUs in all (servers x rails)")
     p.add_argument("--rails", type=int, default=4, help="GPUs per server = rails")
     p.add_argument("--topology", type=Path, help="a rail-only topology file to use instead of generating one")
-    p.add_argument("--rate-mbps", type=float, default=100.0,
-                   help="NIC link rate (each collective's line reports the switches' and the machine's CPU use)")
+    p.add_argument("--rate-mbps", type=float, default=25.0,
+                   help="NIC link rate (each collective's line reports the switches' and the machine's CPU use; "
+                        "the default is what a 2-core machine carries under its 60%% fidelity limit)")
     p.add_argument("--nvlink-factor", type=float, default=8.0,
                    help="in-server (NVLink) bandwidth as a multiple of the NIC rate")
-    p.add_argument("--iterations", type=int, default=5, help="repetitions of each collective (>= 2 for a spread)")
-    p.add_argument("--allreduce-kb", type=int, default=5120, help="all-reduce size per GPU, KiB")
-    p.add_argument("--alltoall-kb", type=int, default=5120, help="all-to-all size per GPU, KiB")
+    p.add_argument("--iterations", type=int, default=6, help="repetitions of each collective (>= 2 for a spread)")
+    p.add_argument("--allreduce-kb", type=int, default=2048, help="all-reduce size per GPU, KiB")
+    p.add_argument("--alltoall-kb", type=int, default=2048, help="all-to-all size per GPU, KiB")
     p.add_argument("--compute-ms", type=float, default=50.0,
                    help="compute time per iteration in the iteration-time estimate")
     p.add_argument("--spines", type=int, default=2, help="spine switches of the fat-tree baseline")

@@ -41,15 +41,15 @@ class ExperimentConfig:
 
     gpus: int = 16
     rails: int = 4
-    rate_mbps: float = 100.0
+    rate_mbps: float = 25.0
     #: intra-server ("NVLink") bandwidth as a multiple of the NIC rate, per GPU
     nvlink_factor: float = 8.0
     spines: int = 2
     #: how the fat-tree's leaves pick an uplink (controller.topology.generators.UPLINK_ROUTINGS)
     fat_tree_routing: str = "ecmp"
-    iterations: int = 3
-    allreduce_bytes: int = 5 << 20
-    alltoall_bytes: int = 5 << 20
+    iterations: int = 6
+    allreduce_bytes: int = 2 << 20
+    alltoall_bytes: int = 2 << 20
     compute_s: float = 0.05
     target: str = "python"
     #: the Python target's packet engine (mlfabric-switch --engine); None: its default
