@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from host_config import TCP_CONGESTION
+
 from controller.errors import EmulationError
 from controller.mirror import MirrorProgram
 from workloads.checkmate.training import TrainingConfig
@@ -135,7 +137,7 @@ class CheckmateJob:
         spec, layout = self.program.job.spec, self.program.job.layout
         config = {"ranks": [dataclasses.asdict(r) for r in layout.ranks], "servers": layout.servers,
                   "rails": layout.rails, "port": spec.port, "timeout_s": self.worker_timeout_s,
-                  "mesh": "rail"}
+                  "mesh": "rail", "tcp_congestion": TCP_CONGESTION}
         path = self.workdir / f"{name}.json"
         path.write_text(json.dumps(config))
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from cpu_sampler import CpuSampler, fabric_cpu_sampler
 from fabric_net import EmulatedFabric, check_free
+from host_config import TCP_CONGESTION
 from switch_engines import engines_text, fabric_engines
 
 from controller.cli.output import format_table
@@ -177,7 +178,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
         config = {"ranks": [dataclasses.asdict(r) for r in ranks],
                   "servers": cfg.servers, "rails": cfg.rails, "port": 7000, "timeout_s": cfg.worker_timeout_s,
                   # a fat-tree reaches every GPU; rail-only only the same server and rail
-                  "mesh": "full" if fabric == "fat-tree" else "rail"}
+                  "mesh": "full" if fabric == "fat-tree" else "rail", "tcp_congestion": TCP_CONGESTION}
         config_path = workdir / f"workers-{fabric}.json"
         config_path.write_text(json.dumps(config))
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from cpu_sampler import CpuSampler, fabric_cpu_sampler
 from fabric_net import EmulatedFabric, check_free
+from host_config import TCP_CONGESTION
 from switch_engines import engines_text, fabric_engines
 
 from controller.errors import ConfigError, MlfabricError
@@ -156,7 +157,7 @@ def run_allreduce(fab: EmulatedFabric, cfg: RotorConfig, point: Point, workdir: 
     install_schedule(fab.live, schedule_of(point, cfg.racks), routing=point.routing, hold=point.calendar == "hold")
     ranks = [Rank(rank=r, server=r, rail=0, ip=_ip(r)) for r in range(cfg.racks)]
     config = {"ranks": [dataclasses.asdict(r) for r in ranks], "servers": cfg.racks, "rails": 1, "port": 7000,
-              "timeout_s": cfg.worker_timeout_s, "start_timeout_s": cfg.worker_timeout_s, "mesh": "full"}
+              "timeout_s": cfg.worker_timeout_s, "start_timeout_s": cfg.worker_timeout_s, "mesh": "full", "tcp_congestion": TCP_CONGESTION}
     path = workdir / f"workers-{point.routing}.json"
     path.write_text(json.dumps(config))
 

@@ -8,7 +8,8 @@ The JSON file that every worker reads::
      "timeout_s": 30,         # a peer making no progress for this long is an error
      "start_timeout_s": 30,   # connecting the mesh at start-up (default: timeout_s)
      "mesh": "rail",          # "rail": connect to peers on my server or rail; "full": all
-     "sock_buf_bytes": 0}     # SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning
+     "sock_buf_bytes": 0,     # SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning
+     "tcp_congestion": ""}    # every connection's TCP_CONGESTION (cubic, ...); "" keeps the machine's
 
 Unknown keys and wrong types raise :class:`~controller.errors.ConfigError` naming the file,
 the key and the value.
@@ -17,6 +18,7 @@ the key and the value.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +67,9 @@ class WorkloadConfig:
     start_timeout_s: float = field(default=0.0)
     mesh: str = "rail"
     sock_buf_bytes: int = 0
+    #: every mesh connection's congestion control (``TCP_CONGESTION``), whatever the machine's
+    #: default, which network namespaces inherit (BBR on some machines); "" keeps that default
+    tcp_congestion: str = ""
 
     def __post_init__(self) -> None:
         if self.start_timeout_s <= 0:
@@ -84,7 +89,7 @@ class WorkloadConfig:
         if not isinstance(data, Mapping):
             raise ConfigError(source, "<top>", data, "must be a JSON object")
         known = {"ranks", "servers", "rails", "port", "timeout_s", "start_timeout_s", "mesh",
-                 "sock_buf_bytes"}
+                 "sock_buf_bytes", "tcp_congestion"}
         for key in data:
             if key not in known:
                 raise ConfigError(source, key, data[key], "unknown key")
@@ -117,8 +122,13 @@ class WorkloadConfig:
         port = _int(source, "port", data.get("port", 7000), 1)
         if port + len(ranks) - 1 > 65535:
             raise ConfigError(source, "port", port, f"port + {len(ranks) - 1} exceeds 65535")
+        congestion = data.get("tcp_congestion", "")
+        if not isinstance(congestion, str) or not re.fullmatch(r"[a-z0-9_]{0,15}", congestion):
+            raise ConfigError(source, "tcp_congestion", congestion,
+                              "must be a congestion control's name (cubic, reno, bbr, ...) or \"\"")
         return cls(layout=layout, port=port, timeout_s=timeout, start_timeout_s=start, mesh=mesh,
-                   sock_buf_bytes=_int(source, "sock_buf_bytes", data.get("sock_buf_bytes", 0), 0))
+                   sock_buf_bytes=_int(source, "sock_buf_bytes", data.get("sock_buf_bytes", 0), 0),
+                   tcp_congestion=congestion)
 
     @classmethod
     def load(cls, path: str | Path) -> WorkloadConfig:
@@ -138,7 +148,7 @@ class WorkloadConfig:
                       for r in self.layout.ranks],
             "servers": self.layout.servers, "rails": self.layout.rails, "port": self.port,
             "timeout_s": self.timeout_s, "start_timeout_s": self.start_timeout_s,
-            "mesh": self.mesh, "sock_buf_bytes": self.sock_buf_bytes,
+            "mesh": self.mesh, "sock_buf_bytes": self.sock_buf_bytes, "tcp_congestion": self.tcp_congestion,
         }
 
     def dump(self, path: str | Path) -> Path:

@@ -15,6 +15,7 @@ import logging
 import socket
 import threading
 import time
+from pathlib import Path
 
 from workloads.config import WorkloadConfig
 from workloads.errors import TransportError
@@ -38,8 +39,21 @@ def _configure(sock: socket.socket, config: WorkloadConfig) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, config.sock_buf_bytes)
 
 
+def _available_congestion() -> str:
+    try:
+        return Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
 def _setup(sock: socket.socket, config: WorkloadConfig) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if config.tcp_congestion:
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, config.tcp_congestion.encode())
+        except OSError as exc:
+            raise TransportError(f"TCP congestion control {config.tcp_congestion!r}: {exc.strerror} (available: "
+                                 f"{_available_congestion()}; \"\" keeps the machine's default)") from exc
     sock.settimeout(config.timeout_s)
 
 

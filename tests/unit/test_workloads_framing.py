@@ -1,4 +1,5 @@
-"""Framed connections: a receiver wakes per WAKE_BYTES of a frame, never past the frame's end."""
+"""Framed connections and their sockets: a receiver wakes per WAKE_BYTES of a frame, never past
+the frame's end; every connection runs the configured congestion control."""
 
 from __future__ import annotations
 
@@ -67,3 +68,28 @@ def test_frames_arriving_in_pieces_are_whole_and_small_frames_after_big_ones_do_
     thread.join()
     assert np.array_equal(got_big, big) and np.array_equal(got_small, small)
     assert lowat(rx) == small.nbytes
+
+
+def test_mesh_connections_run_the_configured_congestion_control_or_fail_naming_it() -> None:
+    from workloads.config import WorkloadConfig
+    from workloads.errors import TransportError
+    from workloads.handshake import _setup
+    from workloads.plan import Layout
+
+    layout = Layout.grid(1, 2, lambda d, r: f"127.0.1.{r + 1}")
+    assert WorkloadConfig(layout=layout).tcp_congestion == ""  # the machine's, unless a job says
+    with socket.socket() as sock:
+        _setup(sock, WorkloadConfig(layout=layout, tcp_congestion="reno"))  # reno is always built in
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0") == b"reno"
+        with pytest.raises(TransportError, match=r"TCP congestion control 'nosuch': .*available: "):
+            _setup(sock, WorkloadConfig(layout=layout, tcp_congestion="nosuch"))
+
+
+def test_a_bad_congestion_control_name_is_refused_when_the_job_is_read() -> None:
+    from workloads.config import WorkloadConfig
+    from workloads.errors import ConfigError
+
+    ranks = [{"rank": 0, "server": 0, "rail": 0, "ip": "127.0.1.1"}]
+    with pytest.raises(ConfigError, match="tcp_congestion: must be a congestion control's name"):
+        WorkloadConfig.from_dict({"ranks": ranks, "servers": 1, "rails": 1, "tcp_congestion": "Cubic; rm"})
+    assert WorkloadConfig.from_dict({"ranks": ranks, "servers": 1, "rails": 1}).to_dict()["tcp_congestion"] == ""
