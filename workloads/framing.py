@@ -95,6 +95,9 @@ class Connection:
                 raise self._fail(exc, f"sending {size} bytes to") from exc
 
     def recv_some(self, view: memoryview, what: str) -> int:
+        """Receive into ``view``: wakes once ``len(view)`` bytes (at most :data:`WAKE_BYTES`)
+        have arrived, or the peer closed."""
+        self.wake_at(len(view))
         try:
             n = self.sock.recv_into(view)
         except OSError as exc:
@@ -109,7 +112,6 @@ class Connection:
     def recv_exact(self, view: memoryview, what: str) -> None:
         got = 0
         while got < len(view):
-            self.wake_at(len(view) - got)
             got += self.recv_some(view[got:], what)
 
     def send_frame(self, tag: int, payload: Any = b"") -> None:

@@ -104,7 +104,6 @@ class Mesh:
         b.send_all(memoryview(HEADER.pack(tag, left)))
         view = memoryview(bytearray(min(left, PIECE_BYTES)))
         while left:
-            a.wake_at(left)
             n = a.recv_some(view[:min(left, PIECE_BYTES)], f"relayed frame {tag:#x}")
             b.send_all(view[:n])
             left -= n

@@ -17,15 +17,15 @@ from workloads.plan import Rank
 
 @pytest.fixture
 def pair() -> Iterator[tuple[Connection, Connection]]:
-    """Two ends of a TCP connection on loopback (SO_RCVLOWAT is TCP's), each with a 2 s
+    """Two ends of a TCP connection on loopback (SO_RCVLOWAT is TCP's), each with a 5 s
     progress timeout: a receive the low-water mark kept asleep fails with PeerTimeout."""
     with socket.create_server(("127.0.0.1", 0)) as server:
         a = socket.create_connection(server.getsockname())
         b, _ = server.accept()
     me, peer = Rank(0, 0, 0, "127.0.0.1"), Rank(1, 0, 1, "127.0.0.1")
-    left, right = Connection(a, me, peer, 2.0), Connection(b, peer, me, 2.0)
+    left, right = Connection(a, me, peer, 5.0), Connection(b, peer, me, 5.0)
     for s in (a, b):
-        s.settimeout(2.0)
+        s.settimeout(5.0)
     yield left, right
     left.close()
     right.close()
