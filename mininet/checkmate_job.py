@@ -18,11 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from host_config import TCP_CONGESTION
-
 from controller.errors import EmulationError
 from controller.mirror import MirrorProgram
 from workloads.checkmate.training import TrainingConfig
+from workloads.config import CLUSTER_TCP_CONGESTION
 from workloads.driver import WorkerGroup
 from workloads.plan import Rank
 
@@ -137,7 +136,7 @@ class CheckmateJob:
         spec, layout = self.program.job.spec, self.program.job.layout
         config = {"ranks": [dataclasses.asdict(r) for r in layout.ranks], "servers": layout.servers,
                   "rails": layout.rails, "port": spec.port, "timeout_s": self.worker_timeout_s,
-                  "mesh": "rail", "tcp_congestion": TCP_CONGESTION}
+                  "mesh": "rail", "tcp_congestion": CLUSTER_TCP_CONGESTION}
         path = self.workdir / f"{name}.json"
         path.write_text(json.dumps(config))
 

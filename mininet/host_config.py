@@ -8,13 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["TCP_CONGESTION", "chunks", "prepare_commands", "prepare_host", "run_batch", "set_static_arp", "static_arp_commands"]
-
-
-#: the emulated hosts' TCP congestion control, set on every worker connection (a network
-#: namespace inherits the machine's default, BBR on some machines, and may not change it).
-#: CUBIC is Linux's default, what a cluster's TCP collectives run.
-TCP_CONGESTION = "cubic"
+__all__ = ["chunks", "prepare_commands", "prepare_host", "run_batch", "set_static_arp", "static_arp_commands"]
 
 
 def prepare_commands(intfs: Iterable[str]) -> list[str]:

@@ -24,7 +24,6 @@ from pathlib import Path
 
 from cpu_sampler import CpuSampler, fabric_cpu_sampler
 from fabric_net import EmulatedFabric, check_free
-from host_config import TCP_CONGESTION
 from switch_engines import engines_text, fabric_engines
 
 from controller.cli.output import format_table
@@ -72,6 +71,7 @@ from controller.p4runtime.schema import P4Schema
 from controller.topology import load_topology
 from controller.topology.generators import UPLINK_ROUTINGS
 from controller.topology.model import JUMBO_MTU, Topology
+from workloads.config import CLUSTER_TCP_CONGESTION
 from workloads.driver import WorkerGroup
 from workloads.plan import Rank
 
@@ -178,7 +178,8 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
         config = {"ranks": [dataclasses.asdict(r) for r in ranks],
                   "servers": cfg.servers, "rails": cfg.rails, "port": 7000, "timeout_s": cfg.worker_timeout_s,
                   # a fat-tree reaches every GPU; rail-only only the same server and rail
-                  "mesh": "full" if fabric == "fat-tree" else "rail", "tcp_congestion": TCP_CONGESTION}
+                  "mesh": "full" if fabric == "fat-tree" else "rail", "tcp_congestion": cfg.tcp_congestion,
+                  "sock_buf_bytes": cfg.sock_buf_bytes}
         config_path = workdir / f"workers-{fabric}.json"
         config_path.write_text(json.dumps(config))
 
@@ -322,6 +323,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how the fat-tree's leaves pick an uplink: ecmp (a 5-tuple hash, as deployed: flows "
                         "collide) or dst-server (d-mod-k: every pairwise all-to-all round evenly spread, the "
                         "paper's ideal full bisection)")
+    p.add_argument("--tcp-congestion", default=CLUSTER_TCP_CONGESTION,
+                   help="every worker connection's congestion control (\"\": the machine's default)")
+    p.add_argument("--sock-buf-kb", type=int, default=0,
+                   help="the workers' socket buffers, KiB (0: the kernel's autotuning)")
     p.add_argument("--mtu", type=int, default=JUMBO_MTU,
                    help="every link's MTU, bytes (jumbo by default: ML fabrics run 9,000-byte frames, and the "
                         "emulation's cost is per frame)")
@@ -339,7 +344,8 @@ def main(argv: list[str]) -> int:
                                iterations=a.iterations, allreduce_bytes=a.allreduce_kb * 1024,
                                alltoall_bytes=a.alltoall_kb * 1024, compute_s=a.compute_ms / 1000,
                                target=a.target, engine=a.engine, fail_rail=a.fail_rail, spines=a.spines,
-                               fat_tree_routing=a.fat_tree_routing,
+                               fat_tree_routing=a.fat_tree_routing, tcp_congestion=a.tcp_congestion,
+                               sock_buf_bytes=a.sock_buf_kb * 1024,
                                worker_timeout_s=a.worker_timeout, mtu=a.mtu).validate()
         topos = fabrics_for(cfg, load_topology(a.topology) if a.topology else None)
         for topo in topos.values():  # before the results folder: a refused run leaves nothing

@@ -27,7 +27,6 @@ from typing import Any
 
 from cpu_sampler import CpuSampler, fabric_cpu_sampler
 from fabric_net import EmulatedFabric, check_free
-from host_config import TCP_CONGESTION
 from switch_engines import engines_text, fabric_engines
 
 from controller.errors import ConfigError, MlfabricError
@@ -64,6 +63,7 @@ from controller.experiments.rotor_report import report
 from controller.schedule.install import install_schedule
 from controller.topology import optical
 from controller.topology.model import ETHERNET_MTU
+from workloads.config import CLUSTER_TCP_CONGESTION
 from workloads.driver import WorkerGroup
 from workloads.errors import WorkloadError
 from workloads.plan import Rank
@@ -157,7 +157,7 @@ def run_allreduce(fab: EmulatedFabric, cfg: RotorConfig, point: Point, workdir: 
     install_schedule(fab.live, schedule_of(point, cfg.racks), routing=point.routing, hold=point.calendar == "hold")
     ranks = [Rank(rank=r, server=r, rail=0, ip=_ip(r)) for r in range(cfg.racks)]
     config = {"ranks": [dataclasses.asdict(r) for r in ranks], "servers": cfg.racks, "rails": 1, "port": 7000,
-              "timeout_s": cfg.worker_timeout_s, "start_timeout_s": cfg.worker_timeout_s, "mesh": "full", "tcp_congestion": TCP_CONGESTION}
+              "timeout_s": cfg.worker_timeout_s, "start_timeout_s": cfg.worker_timeout_s, "mesh": "full", "tcp_congestion": CLUSTER_TCP_CONGESTION}
     path = workdir / f"workers-{point.routing}.json"
     path.write_text(json.dumps(config))
 

@@ -20,7 +20,6 @@ from typing import Any
 
 from cpu_sampler import fabric_cpu_sampler
 from fabric_net import EmulatedFabric, check_free
-from host_config import TCP_CONGESTION
 from switch_engines import engines_text, fabric_engines
 
 from controller.errors import ConfigError, MlfabricError
@@ -50,6 +49,7 @@ from controller.experiments.topoopt import (
     tx_frames,
 )
 from controller.topology.model import Topology
+from workloads.config import CLUSTER_TCP_CONGESTION
 from workloads.driver import WorkerGroup
 from workloads.errors import WorkloadError
 from workloads.plan import Rank
@@ -106,7 +106,7 @@ def run_fabric(cfg: TopoOptConfig, topo: Topology, d: int, workdir: Path) -> lis
     """Both collectives, ``repetitions`` times each, on one fabric; a row per run."""
     ranks = [Rank(rank=s, server=s, rail=0, ip=topo.host(f"s{s}").nics[0].address) for s in range(cfg.servers)]
     config = {"ranks": [dataclasses.asdict(r) for r in ranks], "servers": cfg.servers, "rails": 1, "port": 7100,
-              "timeout_s": 60.0, "start_timeout_s": 30.0, "mesh": "full", "tcp_congestion": TCP_CONGESTION}
+              "timeout_s": 60.0, "start_timeout_s": 30.0, "mesh": "full", "tcp_congestion": CLUSTER_TCP_CONGESTION}
     path = workdir / f"workers-{topo.name}.json"
     path.write_text(json.dumps(config))
     rows: list[dict[str, Any]] = []

@@ -27,7 +27,12 @@ from typing import Any
 from workloads.errors import ConfigError, PlanError
 from workloads.plan import MESH_KINDS, Layout, Rank
 
-__all__ = ["WorkloadConfig"]
+__all__ = ["CLUSTER_TCP_CONGESTION", "WorkloadConfig"]
+
+#: the congestion control the emulated experiments give every worker connection, whatever
+#: the machine's default (a network namespace inherits it, BBR on some machines, and may not
+#: change it): CUBIC, Linux's default and what a cluster's TCP collectives run
+CLUSTER_TCP_CONGESTION = "cubic"
 
 _RANK_KEYS = ("rank", "server", "rail", "ip")
 

@@ -23,6 +23,7 @@ from controller.models.collectives import (
 from controller.models.cost import ComponentCosts
 from controller.topology import check_topology, rail_fat_tree, rail_only
 from controller.topology.model import JUMBO_MTU, MTU_RANGE, Topology
+from workloads.config import CLUSTER_TCP_CONGESTION
 
 __all__ = ["FABRICS", "OPS", "ExperimentConfig", "emulated_bill", "fabrics_for", "model_times", "ratio_spread", "summarize", "verdict"]
 
@@ -59,6 +60,10 @@ class ExperimentConfig:
     worker_timeout_s: float = 15.0
     #: kill this rail's switch before the last iteration (reliability run)
     fail_rail: int | None = None
+    #: every worker connection's congestion control; "" keeps the machine's default
+    tcp_congestion: str = CLUSTER_TCP_CONGESTION
+    #: the workers' SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning
+    sock_buf_bytes: int = 0
     #: every fabric's MTU (jumbo frames by default, as ML training fabrics run)
     mtu: int = JUMBO_MTU
 
@@ -95,6 +100,8 @@ class ExperimentConfig:
             raise bad("fail_rail", self.fail_rail, f"rails are 0..{self.rails - 1}")
         if self.target not in ("python", "bmv2"):
             raise bad("target", self.target, "python or bmv2")
+        if self.sock_buf_bytes < 0:
+            raise bad("sock_buf_bytes", self.sock_buf_bytes, "must be >= 0 (0: the kernel's autotuning)")
         if not MTU_RANGE[0] <= self.mtu <= MTU_RANGE[1]:
             raise bad("mtu", self.mtu, f"an MTU must be in {MTU_RANGE[0]}..{MTU_RANGE[1]} bytes")
         return self
