@@ -156,12 +156,12 @@ class WorkerGroup:
         self._seq = 0
         self._closed = False
 
-    # ------------------------------------------------------------ start
-
-
     def pids(self) -> dict[str, int]:
         """The running workers' process ids, by rank (``rank3``): what a CPU sampler reads."""
         return {f"rank{r}": w.proc.pid for r, w in self._workers.items() if w.proc.poll() is None}
+
+    # ------------------------------------------------------------ start
+
     def start(self) -> WorkerGroup:
         """Start every worker and wait for all READY lines; on failure stop them all and raise
         WorkerStartError naming the ranks that did not start, with their stderr."""
