@@ -40,11 +40,7 @@ def test_the_quick_experiment_runs_and_the_sender_follows_the_tdns(target_name: 
     assert set(runs["single"]["sender"]["per_tdn"]) == {"shared"}
     assert all(set(r["engines"]) == {"tor0", "tor1", "ocs0", "ocs1"} for r in runs.values())
     latency = results["summary"]["notification_latency_ms"]
-    # notifications arrive within the day they announce; the tail only where the machine held
-    # (a busy machine delays the hosts' wake-ups, not the switch: p99 42 ms was seen under load)
-    assert latency["n"] >= 10 and latency["p50"] < TdtcpConfig().day_ms
-    if results["fidelity"]["all_decided"]:
-        assert latency["p99"] < TdtcpConfig().day_ms
+    assert latency["n"] >= 10 and latency["p99"] < TdtcpConfig().day_ms
     assert all(r["switch_cpu"] is not None for r in runs.values()) and 0 <= results["cpu"]["switch_max"] <= 1.5
     assert "switch CPU: " in (tmp_path / "table.txt").read_text()
 
