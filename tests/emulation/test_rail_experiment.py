@@ -14,8 +14,10 @@ from controller.emulation import load_emulation_module
 def test_experiment_writes_table_plot_and_csv(tmp_path: Path, target_name: str, capsys) -> None:
     experiment = load_emulation_module("rail_experiment")
     out = tmp_path / "run"
-    code = experiment.main(["--gpus", "4", "--rails", "2", "--iterations", "1", "--allreduce-kb", "32",
-                            "--alltoall-kb", "32", "--rate-mbps", "10", "--target", target_name, "--out", str(out)])
+    # 256 KiB: every collective's CPU interval is tens of ms, so that /proc's 10 ms ticks (up to
+    # two of error per process over an interval) cannot push a share past the bounds below
+    code = experiment.main(["--gpus", "4", "--rails", "2", "--iterations", "1", "--allreduce-kb", "256",
+                            "--alltoall-kb", "256", "--rate-mbps", "10", "--target", target_name, "--out", str(out)])
     assert code == 0, capsys.readouterr().out[-2000:]
     rows = list(csv.DictReader((out / "iterations.csv").open()))
     assert {r["fabric"] for r in rows} == {"rail-only", "fat-tree"}
