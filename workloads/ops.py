@@ -24,7 +24,14 @@ import numpy as np
 
 from workloads.collectives import alltoall, barrier, hier_allreduce, ring_allreduce
 from workloads.errors import CommandError, PlanError, VerificationError, WorkloadError
-from workloads.plan import RING_KINDS, alltoall_plan, group_ring, hop_kind, ring_plan
+from workloads.plan import (
+    ALLTOALL_SCHEDULES,
+    RING_KINDS,
+    alltoall_plan,
+    group_ring,
+    hop_kind,
+    ring_plan,
+)
 from workloads.protocol import Command
 from workloads.transport import Mesh
 
@@ -94,7 +101,8 @@ class Executor:
         self._trainer: Any = None  # workloads.checkmate.trainer.Trainer, made by ckpt_train
         self.layout, self.me = mesh.layout, mesh.me
         self._rings = {kind: ring_plan(self.layout, kind) for kind in RING_KINDS}
-        self._a2a = {kind: alltoall_plan(self.layout, kind) for kind in ("direct", "hier")}
+        self._a2a = {(kind, schedule): alltoall_plan(self.layout, kind, schedule)
+                     for kind in ("direct", "hier") for schedule in ALLTOALL_SCHEDULES}
 
     def execute(self, cmd: Command) -> dict[str, Any]:
         """Run ``cmd`` (not quit) and return its result line as a dict. Never raises for a
@@ -193,11 +201,12 @@ class Executor:
         return (plan.legs(), lambda: {name: sum(ring_allreduce(self.mesh, plan, buf).values())},
                 lambda: check_allreduce(buf, members, name))
 
-    def _alltoall(self, nbytes: int, kind: str, name: str, count: int = 1) -> tuple[_Step, int]:
+    def _alltoall(self, nbytes: int, kind: str, schedule: str, name: str,
+                  count: int = 1) -> tuple[_Step, int]:
         world = self.layout.world
         m = nbytes // (4 * world)
         send = alltoall_input(self.me.rank, world, m)
-        plan = self._a2a[kind]
+        plan = self._a2a[kind, schedule]
         outs: list[np.ndarray] = []
 
         def run() -> Timings:
@@ -211,7 +220,7 @@ class Executor:
 
         def check() -> None:
             for out in outs:
-                check_alltoall(out, self.me.rank, f"{name or 'alltoall'} ({kind})")
+                check_alltoall(out, self.me.rank, f"{name or 'alltoall'} ({kind}, {schedule})")
 
         return (plan.legs(), run, check), 4 * m * world
 
@@ -222,7 +231,7 @@ class Executor:
         if cmd.op == "hier_allreduce":
             return [self._hier(n)], 4 * n
         if cmd.op in ("alltoall", "hier_alltoall"):
-            step, used = self._alltoall(cmd.bytes, "direct" if cmd.op == "alltoall" else "hier", "")
+            step, used = self._alltoall(cmd.bytes, "direct" if cmd.op == "alltoall" else "hier", cmd.schedule, "")
             return [step], used
         if cmd.op == "train_step":
             return self._train_step(cmd), 4 * n
@@ -242,7 +251,7 @@ class Executor:
             steps.append(self._group(par.tp_bytes // 4, self.layout.server_group(me.server), "tp_allreduce"))
         if par.moe_bytes and par.moe_count:
             kind = "direct" if par.moe_alltoall == "alltoall" else "hier"
-            steps.append(self._alltoall(par.moe_bytes, kind, "moe_alltoall", par.moe_count)[0])
+            steps.append(self._alltoall(par.moe_bytes, kind, cmd.schedule, "moe_alltoall", par.moe_count)[0])
         if par.dp_allreduce == "allreduce":
             steps.append(self._ring(n, par.ring, "dp_allreduce"))
         elif par.dp_allreduce == "hier_allreduce":

@@ -297,6 +297,10 @@ def _rounds(name: str, transfers: tuple[Transfer, ...], shift) -> tuple[tuple[st
     return tuple((name, tuple(by_round[k])) for k in sorted(by_round))
 
 
+#: how an all-to-all phase's transfers are ordered (:func:`alltoall_plan`)
+ALLTOALL_SCHEDULES = ("pairwise", "concurrent")
+
+
 def alltoall_plan(layout: Layout, kind: str = "direct", schedule: str = "pairwise") -> AlltoallPlan:
     """``direct``: every rank sends to every rank; ``hier``: rail-only.
 
@@ -306,9 +310,11 @@ def alltoall_plan(layout: Layout, kind: str = "direct", schedule: str = "pairwis
 
     ``schedule`` ``pairwise`` (default) runs each phase as rounds of pairwise exchanges
     (round k: rank i sends to the peer k positions away in its group), as MPI does for
-    large messages; ``concurrent`` sends everything of a phase at once, which at emulated
-    link rates turns into TCP incast (every receiver's downlink queue fills past the
-    minimum retransmission timeout).
+    large messages; ``concurrent`` sends everything of a phase at once, as NCCL's grouped
+    sends and receives do. Over TCP a pairwise round ends when its receive has arrived, so a
+    slow transfer delays every later round of its receiver (and, through it, of others):
+    the direct all-to-all's rounds leave NICs idle. Concurrent transfers keep every NIC busy,
+    at the price of incast (15 flows into one NIC).
 
     >>> lay = Layout.grid(2, 2, lambda d, r: "10.0.0.1")
     >>> [name for name, _ in alltoall_plan(lay, "hier").phases]
@@ -320,7 +326,7 @@ def alltoall_plan(layout: Layout, kind: str = "direct", schedule: str = "pairwis
     >>> [len(ts) for _, ts in alltoall_plan(lay, "direct").phases]
     [4, 4, 4]
     """
-    if schedule not in ("pairwise", "concurrent"):
+    if schedule not in ALLTOALL_SCHEDULES:
         raise PlanError(f"unknown all-to-all schedule {schedule!r} (pairwise or concurrent)")
     D, R, W = layout.servers, layout.rails, layout.world
     if kind == "direct":

@@ -9,6 +9,7 @@ Driver -> worker, one JSON object a line::
      "bytes": N,            # per-rank buffer (all-reduce) or total sent per rank (all-to-all)
      "iter": I,             # echoed
      "ring": "pxn",         # allreduce only: ring kind (pxn | direct | aligned)
+     "schedule": "pairwise",  # every all-to-all of the command: pairwise rounds | concurrent
      "compute_s": x,        # train_step only: emulated compute, slept before communicating
      "parallelism": {       # train_step only: see Parallelism (all keys optional)
          "dp_allreduce": "hier_allreduce",  # | "allreduce" | "rail_allreduce": the `bytes` gradient
@@ -43,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workloads.errors import CommandError
-from workloads.plan import RING_KINDS
+from workloads.plan import ALLTOALL_SCHEDULES, RING_KINDS
 
 __all__ = ["OPS", "Command", "Parallelism", "error_result", "parse_command", "parse_ready",
            "ready_line"]
@@ -115,17 +116,20 @@ class Command:
     """One parsed command line.
 
     >>> parse_command('{"op": "allreduce", "bytes": 1024, "iter": 3}')
-    Command(op='allreduce', bytes=1024, iter=3, ring='pxn', compute_s=0.0, parallelism=Parallelism(dp_allreduce='hier_allreduce', ring='pxn', tp_bytes=0, moe_bytes=0, moe_alltoall='hier_alltoall', moe_count=1), verify=True, seq=None, training=None)
+    Command(op='allreduce', bytes=1024, iter=3, ring='pxn', schedule='pairwise', compute_s=0.0, parallelism=Parallelism(dp_allreduce='hier_allreduce', ring='pxn', tp_bytes=0, moe_bytes=0, moe_alltoall='hier_alltoall', moe_count=1), verify=True, seq=None, training=None)
     >>> parse_command({"op": "alltoall", "colour": 1})
     Traceback (most recent call last):
     ...
-    workloads.errors.CommandError: unknown key 'colour' (known: bytes, compute_s, iter, op, parallelism, ring, seq, training, verify)
+    workloads.errors.CommandError: unknown key 'colour' (known: bytes, compute_s, iter, op, parallelism, ring, schedule, seq, training, verify)
     """
 
     op: str
     bytes: int = 0
     iter: int = 0
     ring: str = "pxn"
+    #: every all-to-all of the command (alltoall, hier_alltoall, train_step's MoE): pairwise
+    #: rounds or all at once (:data:`workloads.plan.ALLTOALL_SCHEDULES`)
+    schedule: str = "pairwise"
     compute_s: float = 0.0
     parallelism: Parallelism = field(default_factory=Parallelism)
     verify: bool = True
@@ -137,6 +141,8 @@ class Command:
         out: dict[str, Any] = {"op": self.op, "bytes": self.bytes, "iter": self.iter}
         if self.op == "allreduce":
             out["ring"] = self.ring
+        if self.op in ("alltoall", "hier_alltoall", "train_step"):
+            out["schedule"] = self.schedule
         if self.op == "train_step":
             out["compute_s"] = self.compute_s
             out["parallelism"] = {k: getattr(self.parallelism, k) for k in _PAR_KEYS}
@@ -159,7 +165,8 @@ def parse_command(line: str | Mapping[str, Any]) -> Command:
         obj = line
     if not isinstance(obj, Mapping):
         raise CommandError(f"a command is a JSON object (got {obj!r})")
-    _unknown(obj, {"op", "bytes", "iter", "ring", "compute_s", "parallelism", "verify", "seq", "training"}, "")
+    _unknown(obj, {"op", "bytes", "iter", "ring", "schedule", "compute_s", "parallelism", "verify", "seq", "training"},
+             "")
     op = _choice(obj, "op", "", OPS)
     compute = obj.get("compute_s", 0.0)
     if isinstance(compute, bool) or not isinstance(compute, int | float) or compute < 0:
@@ -172,7 +179,8 @@ def parse_command(line: str | Mapping[str, Any]) -> Command:
     if (op == "ckpt_train") != isinstance(training, Mapping):
         raise CommandError(f"training: an object for ckpt_train, and only for it (got {training!r})")
     return Command(training=training, op=op, bytes=_int(obj, "bytes", 0), iter=_int(obj, "iter", 0, minimum=None),
-                   ring=_choice(obj, "ring", "pxn", RING_KINDS), compute_s=float(compute),
+                   ring=_choice(obj, "ring", "pxn", RING_KINDS),
+                   schedule=_choice(obj, "schedule", "pairwise", ALLTOALL_SCHEDULES), compute_s=float(compute),
                    parallelism=Parallelism.from_dict(obj.get("parallelism", {})), verify=verify, seq=seq)
 
 

@@ -63,6 +63,8 @@ def ok(results: list[dict], op: str, n: int = 4) -> None:
     ({"op": "alltoall", "bytes": 1 << 20}, {"alltoall"}, 1 << 20),
     ({"op": "hier_alltoall", "bytes": 1 << 20}, {"intra", "rail"}, 1 << 20),
     ({"op": "hier_alltoall", "bytes": 100}, {"intra", "rail"}, 96),
+    ({"op": "alltoall", "bytes": 1 << 20, "schedule": "concurrent"}, {"alltoall"}, 1 << 20),
+    ({"op": "hier_alltoall", "bytes": 1 << 20, "schedule": "concurrent"}, {"intra", "rail"}, 1 << 20),
 ])
 def test_every_operation_is_correct(group: WorkerGroup, command: dict, phases: set, used: int) -> None:
     results = group.run({**command, "iter": 5})

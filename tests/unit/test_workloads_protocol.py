@@ -84,6 +84,8 @@ def test_command_defaults_and_round_trip() -> None:
     assert parse_command(json.dumps(cmd.to_dict())) == cmd
     assert parse_command('{"op": "quit"}').op == "quit"
     assert parse_command({"op": "allreduce", "seq": 4}).seq == 4
+    concurrent = parse_command({"op": "alltoall", "schedule": "concurrent"})
+    assert concurrent.schedule == "concurrent" and parse_command(concurrent.to_dict()) == concurrent
 
 
 @pytest.mark.parametrize(("command", "match"), [
@@ -94,6 +96,7 @@ def test_command_defaults_and_round_trip() -> None:
     ({"op": "allreduce", "bytes": -1}, "bytes: must be >= 0"),
     ({"op": "allreduce", "bytes": 1.5}, "bytes: must be an integer"),
     ({"op": "allreduce", "ring": "star"}, "ring: must be one of"),
+    ({"op": "alltoall", "schedule": "ring"}, "schedule: must be one of"),
     ({"op": "train_step", "compute_s": -1}, "compute_s"),
     ({"op": "train_step", "parallelism": {"pp": 2}}, "parallelism: unknown key 'pp'"),
     ({"op": "train_step", "parallelism": {"moe_alltoall": "ring"}}, "moe_alltoall: must be one of"),
