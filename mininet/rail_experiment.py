@@ -64,6 +64,8 @@ from controller.experiments.results import (
     write_csv,
     write_json,
 )
+from controller.experiments.tcp_stats import TcpStats, parse_proc_net
+from controller.experiments.tcp_stats import read_command as tcp_read_command
 from controller.models.params import load_cost_params
 from controller.p4build import pipeline_files
 from controller.p4runtime.client import P4RuntimeClient
@@ -73,7 +75,7 @@ from controller.topology.generators import UPLINK_ROUTINGS
 from controller.topology.model import JUMBO_MTU, Topology
 from workloads.config import CLUSTER_TCP_CONGESTION
 from workloads.driver import WorkerGroup
-from workloads.plan import Rank
+from workloads.plan import ALLTOALL_SCHEDULES, Rank
 
 log = logging.getLogger("mlfabric.experiment")
 
@@ -105,8 +107,10 @@ def _commands(cfg: ExperimentConfig, fabric: str, it: int) -> list[dict]:
     cmds = []
     for op in OPS[fabric]:
         size = cfg.alltoall_bytes if "alltoall" in op else cfg.allreduce_bytes
-        cmds.append({"op": op, "bytes": size, "iter": it})
+        cmds.append({"op": op, "bytes": size, "iter": it}
+                    | ({"schedule": cfg.alltoall_schedule} if "alltoall" in op else {}))
     cmds.append({"op": "train_step", "bytes": cfg.allreduce_bytes, "iter": it, "compute_s": cfg.compute_s,
+                 "schedule": cfg.alltoall_schedule,
                  "parallelism": {"dp_allreduce": "allreduce", "moe_bytes": cfg.alltoall_bytes,
                                  "moe_alltoall": "hier_alltoall" if fabric == "rail-only" else "alltoall"}})
     return cmds
@@ -218,6 +222,8 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
                     held = "; ".join(b.text() for b in breaches(row))
                     _say(f"{fabric}: iter {it} {cmd['op']:<15} {status}  [{time.monotonic() - t0:.1f} s wall; "
                          f"{used[0].text()}]" + (f"  OVER A FIDELITY LIMIT: {held}" if held else ""))
+        tcp = TcpStats.total(parse_proc_net(fab.host(h.name).cmd(tcp_read_command)) for h in topo.hosts)
+        info["tcp"] = tcp.as_dict()
     info["teardown_s"] = round(fab.timings.teardown_s, 2)
     return info
 
@@ -260,7 +266,8 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
     lines = [
         f"Rail-only vs rail-optimized fat-tree: {cfg.servers} servers x {cfg.rails} GPUs, {cfg.rate_mbps} Mbit/s NICs, "
         f"MTU {cfg.mtu},"
-        f" NVLink {cfg.nvlink_factor:g}x NIC, {cfg.target} target, {cfg.iterations} iterations",
+        f" NVLink {cfg.nvlink_factor:g}x NIC, {cfg.alltoall_schedule} all-to-alls, {cfg.target} target,"
+        f" {cfg.iterations} iterations",
         "", format_table(fabric_rows), "", format_table(coll_rows), "",
     ]
     spreads = {name: ratio_spread(rows, ("rail-only", mine), ("fat-tree", theirs))
@@ -288,6 +295,8 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
             lines.append(f"where the machine's CPU went, {f} (median cores per collective): workers "
                          f"{b['workers_cores']:.2f}, switches {b['switches_cores']:.2f}, the kernel's softirq "
                          f"work (veths, TCP receive, shaping) and the rest {b['rest_cores']:.2f}")
+        if (infos.get(f) or {}).get("tcp"):
+            lines.append(f"the hosts' TCP, {f}: {TcpStats(**infos[f]['tcp']).text()}")
     for name, sp in spreads.items():
         if sp["n"] and verdicts[name].decided and verdict(sp) == "spread too large to tell":
             lines.append(f"warning: the {name} ratio's spread is too large to support a conclusion; "
@@ -308,12 +317,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=int, default=16, help="GPUs in all (servers x rails)")
     p.add_argument("--rails", type=int, default=4, help="GPUs per server = rails")
     p.add_argument("--topology", type=Path, help="a rail-only topology file to use instead of generating one")
-    p.add_argument("--rate-mbps", type=float, default=25.0,
+    p.add_argument("--rate-mbps", type=float, default=16.0,
                    help="NIC link rate (each collective's line reports the switches' and the machine's CPU use; "
                         "the default is what a 2-core machine carries under its 60%% fidelity limit)")
     p.add_argument("--nvlink-factor", type=float, default=8.0,
                    help="in-server (NVLink) bandwidth as a multiple of the NIC rate")
-    p.add_argument("--iterations", type=int, default=6, help="repetitions of each collective (>= 2 for a spread)")
+    p.add_argument("--iterations", type=int, default=8, help="repetitions of each collective (>= 2 for a spread)")
     p.add_argument("--allreduce-kb", type=int, default=2048, help="all-reduce size per GPU, KiB")
     p.add_argument("--alltoall-kb", type=int, default=2048, help="all-to-all size per GPU, KiB")
     p.add_argument("--compute-ms", type=float, default=50.0,
@@ -323,6 +332,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how the fat-tree's leaves pick an uplink: ecmp (a 5-tuple hash, as deployed: flows "
                         "collide) or dst-server (d-mod-k: every pairwise all-to-all round evenly spread, the "
                         "paper's ideal full bisection)")
+    p.add_argument("--alltoall-schedule", choices=ALLTOALL_SCHEDULES, default="concurrent",
+                   help="how every all-to-all orders its transfers: all at once (concurrent, as NCCL's grouped "
+                        "sends and receives do: the paper's setting) or pairwise rounds (as MPI does; over TCP "
+                        "each round waits for its receive, and the direct all-to-all's NICs idle half the time)")
     p.add_argument("--tcp-congestion", default=CLUSTER_TCP_CONGESTION,
                    help="every worker connection's congestion control (\"\": the machine's default)")
     p.add_argument("--sock-buf-kb", type=int, default=0,
@@ -344,7 +357,8 @@ def main(argv: list[str]) -> int:
                                iterations=a.iterations, allreduce_bytes=a.allreduce_kb * 1024,
                                alltoall_bytes=a.alltoall_kb * 1024, compute_s=a.compute_ms / 1000,
                                target=a.target, engine=a.engine, fail_rail=a.fail_rail, spines=a.spines,
-                               fat_tree_routing=a.fat_tree_routing, tcp_congestion=a.tcp_congestion,
+                               fat_tree_routing=a.fat_tree_routing, alltoall_schedule=a.alltoall_schedule,
+                               tcp_congestion=a.tcp_congestion,
                                sock_buf_bytes=a.sock_buf_kb * 1024,
                                worker_timeout_s=a.worker_timeout, mtu=a.mtu).validate()
         topos = fabrics_for(cfg, load_topology(a.topology) if a.topology else None)

@@ -24,6 +24,7 @@ from controller.models.cost import ComponentCosts
 from controller.topology import check_topology, rail_fat_tree, rail_only
 from controller.topology.model import JUMBO_MTU, MTU_RANGE, Topology
 from workloads.config import CLUSTER_TCP_CONGESTION
+from workloads.plan import ALLTOALL_SCHEDULES
 
 __all__ = ["FABRICS", "OPS", "ExperimentConfig", "emulated_bill", "fabrics_for", "model_times", "ratio_spread", "summarize", "verdict"]
 
@@ -41,14 +42,16 @@ class ExperimentConfig:
 
     gpus: int = 16
     rails: int = 4
-    rate_mbps: float = 25.0
+    rate_mbps: float = 16.0
     #: intra-server ("NVLink") bandwidth as a multiple of the NIC rate, per GPU
     nvlink_factor: float = 8.0
     spines: int = 2
     #: how the fat-tree's leaves pick an uplink (controller.topology.generators.UPLINK_ROUTINGS;
     #: rail_fat_tree refuses another)
     fat_tree_routing: str = "ecmp"
-    iterations: int = 6
+    #: how every all-to-all orders its transfers (workloads.plan.ALLTOALL_SCHEDULES)
+    alltoall_schedule: str = "concurrent"
+    iterations: int = 8
     allreduce_bytes: int = 2 << 20
     alltoall_bytes: int = 2 << 20
     compute_s: float = 0.05
@@ -100,6 +103,8 @@ class ExperimentConfig:
             raise bad("fail_rail", self.fail_rail, f"rails are 0..{self.rails - 1}")
         if self.target not in ("python", "bmv2"):
             raise bad("target", self.target, "python or bmv2")
+        if self.alltoall_schedule not in ALLTOALL_SCHEDULES:
+            raise bad("alltoall_schedule", self.alltoall_schedule, f"one of {', '.join(ALLTOALL_SCHEDULES)}")
         if self.sock_buf_bytes < 0:
             raise bad("sock_buf_bytes", self.sock_buf_bytes, "must be >= 0 (0: the kernel's autotuning)")
         if not MTU_RANGE[0] <= self.mtu <= MTU_RANGE[1]:
