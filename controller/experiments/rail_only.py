@@ -52,6 +52,8 @@ class ExperimentConfig:
     #: how every all-to-all orders its transfers (workloads.plan.ALLTOALL_SCHEDULES)
     alltoall_schedule: str = "concurrent"
     iterations: int = 8
+    #: unrecorded rounds of every collective first (one-off costs of a fresh fabric)
+    warmup: int = 1
     allreduce_bytes: int = 2 << 20
     alltoall_bytes: int = 2 << 20
     compute_s: float = 0.05
@@ -65,6 +67,8 @@ class ExperimentConfig:
     fail_rail: int | None = None
     #: every worker connection's congestion control; "" keeps the machine's default
     tcp_congestion: str = CLUSTER_TCP_CONGESTION
+    #: the hosts' minimum retransmission timeout, ms; 0 keeps the kernel's (200 ms)
+    tcp_rto_min_ms: float = 1000.0
     #: the workers' SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning
     sock_buf_bytes: int = 0
     #: every fabric's MTU (jumbo frames by default, as ML training fabrics run)
@@ -95,6 +99,8 @@ class ExperimentConfig:
             raise bad("rate_mbps/nvlink_factor", (self.rate_mbps, self.nvlink_factor), "must be > 0 and >= 1")
         if self.iterations < 1:
             raise bad("iterations", self.iterations, "need at least one iteration")
+        if self.warmup < 0:
+            raise bad("warmup", self.warmup, "must be >= 0")
         for key in ("allreduce_bytes", "alltoall_bytes"):
             value = getattr(self, key)
             if value < 4 * self.gpus or value % (4 * self.gpus):
@@ -105,6 +111,8 @@ class ExperimentConfig:
             raise bad("target", self.target, "python or bmv2")
         if self.alltoall_schedule not in ALLTOALL_SCHEDULES:
             raise bad("alltoall_schedule", self.alltoall_schedule, f"one of {', '.join(ALLTOALL_SCHEDULES)}")
+        if not 0 <= self.tcp_rto_min_ms <= 120_000:
+            raise bad("tcp_rto_min_ms", self.tcp_rto_min_ms, "must be 0 (the kernel's) to 120,000 ms")
         if self.sock_buf_bytes < 0:
             raise bad("sock_buf_bytes", self.sock_buf_bytes, "must be >= 0 (0: the kernel's autotuning)")
         if not MTU_RANGE[0] <= self.mtu <= MTU_RANGE[1]:
@@ -225,10 +233,13 @@ def ratio_spread(rows: Iterable[Mapping[str, Any]], num: tuple[str, str], den: t
 
 def verdict(spread: Mapping[str, float], *, even_within: float = 0.05) -> str:
     """What a ratio's confidence interval supports: faster, slower, even (within
-    ``even_within``), or nothing when it is too wide to tell.
+    ``even_within``), slightly faster or slower (all of it on one side of 1, but reaching
+    into the even band), or nothing when it is too wide to tell.
 
     >>> verdict({"low": 0.70, "high": 0.80, "n": 5}), verdict({"low": 0.97, "high": 1.02, "n": 5})
     ('faster', 'even')
+    >>> verdict({"low": 0.936, "high": 0.965, "n": 8}), verdict({"low": 1.02, "high": 1.09, "n": 8})
+    ('slightly faster', 'slightly slower')
     >>> verdict({"low": 0.8, "high": 1.3, "n": 5})
     'spread too large to tell'
     """
@@ -241,4 +252,8 @@ def verdict(spread: Mapping[str, float], *, even_within: float = 0.05) -> str:
         return "slower"
     if low >= 1 - even_within and high <= 1 + even_within:
         return "even"
+    if high < 1 and low >= 1 - 2 * even_within:
+        return "slightly faster"
+    if low > 1 and high <= 1 + 2 * even_within:
+        return "slightly slower"
     return "spread too large to tell"

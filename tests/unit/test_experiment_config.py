@@ -25,6 +25,9 @@ from controller.topology import rail_fat_tree
     ({"fail_rail": 9}, "fail_rail"),
     ({"target": "tofino"}, "target"),
     ({"iterations": 0}, "iterations"),
+    ({"alltoall_schedule": "ring"}, "alltoall_schedule"),
+    ({"tcp_rto_min_ms": -1}, "tcp_rto_min_ms"),
+    ({"warmup": -1}, "warmup"),
 ])
 def test_bad_input_is_rejected_before_anything_starts(changes: dict, key: str) -> None:
     with pytest.raises(ConfigError) as info:
