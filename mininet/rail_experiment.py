@@ -24,6 +24,7 @@ from pathlib import Path
 
 from cpu_sampler import CpuSampler, fabric_cpu_sampler
 from fabric_net import EmulatedFabric, check_free
+from host_config import rto_min_commands
 from switch_engines import engines_text, fabric_engines
 
 from controller.cli.output import format_table
@@ -104,13 +105,18 @@ def _shape_loopback(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig) 
 
 
 def _set_rto_min(fab: EmulatedFabric, topo: Topology, ms: float) -> None:
-    """Every host's minimum retransmission timeout (``net.ipv4.tcp_rto_min_us``, a per-namespace
-    sysctl since Linux 6.11)."""
+    """Every host route's minimum retransmission timeout (:func:`host_config.rto_min_commands`)."""
     for h in topo.hosts:
-        out = fab.host(h.name).cmd(f"sysctl -qw net.ipv4.tcp_rto_min_us={int(ms * 1000)} && echo ok")
-        if "ok" not in out:
-            raise EmulationError(f"cannot set the minimum retransmission timeout of {h.name} to {ms:g} ms "
-                                 f"(net.ipv4.tcp_rto_min_us needs Linux 6.11): {out.strip()}")
+        host = fab.host(h.name)
+        try:
+            routes = json.loads(host.cmd("ip -j route show table all") or "[]")
+        except json.JSONDecodeError as exc:
+            raise EmulationError(f"cannot read the routes of {h.name}: {exc}") from exc
+        for cmd in rto_min_commands(routes, ms):
+            out = host.cmd(f"{cmd} && echo ok")
+            if "ok" not in out:
+                raise EmulationError(f"cannot set the minimum retransmission timeout of {h.name} to "
+                                     f"{ms:g} ms ({cmd}): {out.strip()}")
 
 
 def _commands(cfg: ExperimentConfig, fabric: str, it: int) -> list[dict]:
