@@ -40,10 +40,16 @@ def shaped_veth() -> Iterator[str]:
         subprocess.run(["ip", "link", "del", a], capture_output=True)
 
 
+#: the kernel's usual default send buffer (net.core.wmem_default), set explicitly so that the
+#: control does not depend on how this machine is tuned
+DEFAULT_SNDBUF = 212_992
+
+
 def _refused_by_default_socket(iface: str) -> int:
-    """Frames a packet socket with the kernel's default send buffer refuses (the control)."""
+    """Frames a packet socket with the kernel's usual default send buffer refuses (the control)."""
     refused = 0
     with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, DEFAULT_SNDBUF // 2)  # the kernel doubles it
         s.bind((iface, 0))
         s.setblocking(False)
         for _ in range(FRAMES):
