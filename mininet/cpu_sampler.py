@@ -2,16 +2,21 @@
 (:mod:`controller.experiments.cpu_use` turns two samples into shares).
 
 A switch's time is its process's user + system time, every thread included (the native
-engine's I/O thread, the P4Runtime server). A switch that has stopped is left out.
+engine's I/O thread, the P4Runtime server). A switch that has stopped is left out. A
+fabric's sampler also watches its shaped links (:mod:`link_monitor`) over each interval, so
+every experiment's rows carry the link monitors beside the CPU ones.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+
+from link_monitor import LinkMonitor
 
 from controller.experiments.cpu_use import CpuSample, CpuUse, cpu_use
 
@@ -52,8 +57,10 @@ class CpuSampler:
     (['me'], True)
     """
 
-    def __init__(self, pids: Mapping[str, int] | Callable[[], Mapping[str, int]]) -> None:
+    def __init__(self, pids: Mapping[str, int] | Callable[[], Mapping[str, int]],
+                 links: LinkMonitor | None = None) -> None:
         self._pids = pids
+        self.links = links
 
     def sample(self) -> CpuSample:
         pids = self._pids() if callable(self._pids) else self._pids
@@ -65,14 +72,21 @@ class CpuSampler:
     def measure(self) -> Iterator[list[CpuUse]]:
         """Measures the CPU use of the ``with`` body: the yielded list holds it afterwards."""
         out: list[CpuUse] = []
-        before = self.sample()
-        yield out
-        out.append(cpu_use(before, self.sample()))
+        with (self.links.watch() if self.links is not None else _nothing()) as links:
+            before = self.sample()
+            yield out
+            after = self.sample()
+        out.append(dataclasses.replace(cpu_use(before, after), links=links[0] if links else None))
+
+
+@contextmanager
+def _nothing() -> Iterator[list]:
+    yield []
 
 
 def fabric_cpu_sampler(fabric: object, switches: list[str]) -> CpuSampler:
-    """A sampler of a running :class:`~mininet.fabric_net.EmulatedFabric`'s switches; one
-    stopped since (``--fail-rail``) drops out of the samples."""
+    """A sampler of a running :class:`~mininet.fabric_net.EmulatedFabric`'s switches (one
+    stopped since, ``--fail-rail``, drops out of the samples) and of its shaped links."""
     def pids() -> dict[str, int]:
         out = {}
         for name in switches:
@@ -80,4 +94,4 @@ def fabric_cpu_sampler(fabric: object, switches: list[str]) -> CpuSampler:
             if proc is not None and proc.poll() is None:
                 out[name] = proc.pid
         return out
-    return CpuSampler(pids)
+    return CpuSampler(pids, LinkMonitor.of_network(getattr(fabric, "net", None)))

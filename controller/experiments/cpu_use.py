@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from controller.experiments.link_rate import LinkUse
+
 __all__ = ["BUSY", "CpuSample", "CpuUse", "breakdown_row", "breakdown_summary", "cpu_row", "cpu_summary", "cpu_use",
            "cpu_verdict"]
 
@@ -35,11 +37,13 @@ class CpuSample:
 
 @dataclass(frozen=True, slots=True)
 class CpuUse:
-    """Over an interval: each switch's share of one core, and the machine's share of all cores."""
+    """Over an interval: each switch's share of one core, the machine's share of all cores
+    and, where the fabric's links were monitored, how they carried their rates."""
 
     switches: Mapping[str, float]
     machine: float
     cores: int
+    links: LinkUse | None = None
 
     @property
     def busiest(self) -> tuple[str, float] | None:
@@ -59,7 +63,8 @@ class CpuUse:
         top = self.busiest
         switch = (f"switches {self.total:.2f} cores (busiest {top[0]} {top[1]:.0%} of one)" if top
                   else "no switch measured")
-        return f"{switch}, machine {self.machine:.0%} of {self.cores} cores"
+        text = f"{switch}, machine {self.machine:.0%} of {self.cores} cores"
+        return f"{text}; {self.links.text()}" if self.links is not None else text
 
 
 def cpu_use(before: CpuSample, after: CpuSample) -> CpuUse:
@@ -86,10 +91,18 @@ def cpu_row(use: CpuUse) -> dict[str, Any]:
 
     >>> cpu_row(CpuUse({"a": 0.25, "b": 0.5}, 0.6, 2))
     {'switch_cpu': 0.5, 'busiest_switch': 'b', 'switches_cores': 0.75, 'machine_cpu': 0.6}
+    >>> cpu_row(CpuUse({}, 0.6, 2, LinkUse("h0-eth0", 0.97, "h1-eth0", 0.99, 4, 32, 1.5)))["link_carried"]
+    0.97
     """
     top = use.busiest
-    return {"switch_cpu": round(top[1], 4) if top else None, "busiest_switch": top[0] if top else "",
-            "switches_cores": round(use.total, 4) if top else None, "machine_cpu": round(use.machine, 4)}
+    row: dict[str, Any] = {"switch_cpu": round(top[1], 4) if top else None, "busiest_switch": top[0] if top else "",
+                           "switches_cores": round(use.total, 4) if top else None,
+                           "machine_cpu": round(use.machine, 4)}
+    if use.links is not None:
+        row.update(link_carried=use.links.carried, slowest_link=use.links.slowest or "",
+                   link_overshoot=use.links.overshoot, fastest_link=use.links.fastest or "",
+                   links_backlogged=use.links.backlogged, sched_delay_ms=use.links.sched_delay_ms)
+    return row
 
 
 def cpu_summary(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:

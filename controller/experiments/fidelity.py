@@ -15,6 +15,11 @@ ratio moved with the machine's CPU, not with the network (0.47 at 97% busy, 0.58
 0.77 at 72%, 1.00 ± 0.29 at 50%), so a machine busier than 60% already bends the figures;
 a switch process forwards on one thread, and above 85% of a core its queues, not the
 emulated links, set the pace.
+
+Where the fabric's links are monitored (:mod:`controller.experiments.link_rate`), two more
+monitors apply: a link that held a queue must have sent at least 90% of its configured rate
+in that time (the shaper ran on time), and no link may have sent more than 105% of its rate
+over the interval (the network was the configured one).
 """
 
 from __future__ import annotations
@@ -23,13 +28,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MACHINE_LIMIT", "SWITCH_LIMIT", "UNDECIDED", "Breach", "FidelityLimits", "Verdict", "breaches",
+__all__ = ["LINK_CARRIED_LIMIT", "LINK_OVERSHOOT_LIMIT", "MACHINE_LIMIT", "SWITCH_LIMIT", "UNDECIDED", "Breach", "FidelityLimits", "Verdict", "breaches",
            "fidelity_lines", "judge", "undecided_note", "verdicts_json"]
 
 #: the machine's share of all its cores above which an interval's figures are the machine's
 MACHINE_LIMIT = 0.60
 #: a switch's share of one core above which its forwarding, not the link, sets the rate
 SWITCH_LIMIT = 0.85
+#: the share of its rate a backlogged link must carry
+LINK_CARRIED_LIMIT = 0.90
+#: the share of its rate no link may exceed over an interval
+LINK_OVERSHOOT_LIMIT = 1.05
 UNDECIDED = "undecided: the emulation, not the network"
 
 
@@ -39,21 +48,35 @@ class FidelityLimits:
 
     machine: float = MACHINE_LIMIT
     switch: float = SWITCH_LIMIT
+    link_carried: float = LINK_CARRIED_LIMIT
+    link_overshoot: float = LINK_OVERSHOOT_LIMIT
 
 
 @dataclass(frozen=True, slots=True)
 class Breach:
     """One monitor that failed in one interval: what it measured against its limit."""
 
-    monitor: str  # "machine CPU" or "switch CPU"
-    where: str  # "machine", or the switch's name
+    monitor: str  # "machine CPU", "switch CPU", "link rate" or "link overshoot"
+    where: str  # "machine", the switch's name or the link's sending interface
     measured: float
     limit: float
 
+    @property
+    def severity(self) -> float:
+        """How far past its limit, as a ratio above 1 (the worst breach has the largest)."""
+        if self.monitor == "link rate":
+            return self.limit / self.measured if self.measured > 0 else float("inf")
+        return self.measured / self.limit if self.limit > 0 else float("inf")
+
     def text(self) -> str:
-        """e.g. ``machine CPU 98% > 60%`` or ``switch CPU rail0 91% of a core > 85%``."""
+        """e.g. ``machine CPU 98% > 60%``, ``switch CPU rail0 91% of a core > 85%`` or
+        ``link rate h0-eth0 carried 80% of its rate while backlogged < 90%``."""
         if self.monitor == "switch CPU":
             return f"switch CPU {self.where} {self.measured:.0%} of a core > {self.limit:.0%}"
+        if self.monitor == "link rate":
+            return f"link rate {self.where} carried {self.measured:.0%} of its rate while backlogged < {self.limit:.0%}"
+        if self.monitor == "link overshoot":
+            return f"link overshoot {self.where} sent {self.measured:.0%} of its rate > {self.limit:.0%}"
         return f"{self.monitor} {self.measured:.0%} > {self.limit:.0%}"
 
 
@@ -77,6 +100,9 @@ def breaches(row: Mapping[str, Any], limits: FidelityLimits = FidelityLimits()) 
     'switch CPU leaf0 90% of a core > 85%'
     >>> breaches({"machine_cpu": 0.4, "switch_cpu": None})
     []
+    >>> [b.text() for b in breaches({"machine_cpu": 0.4, "link_carried": 0.8, "slowest_link": "h0-eth0",
+    ...                              "link_overshoot": 1.2, "fastest_link": "rail0-eth1"})]
+    ['link rate h0-eth0 carried 80% of its rate while backlogged < 90%', 'link overshoot rail0-eth1 sent 120% of its rate > 105%']
     """
     out = []
     machine = _number(row, "machine_cpu")
@@ -85,6 +111,12 @@ def breaches(row: Mapping[str, Any], limits: FidelityLimits = FidelityLimits()) 
     switch = _number(row, "switch_cpu")
     if switch is not None and switch > limits.switch:
         out.append(Breach("switch CPU", str(row.get("busiest_switch") or "?"), switch, limits.switch))
+    carried = _number(row, "link_carried")
+    if carried is not None and carried < limits.link_carried:
+        out.append(Breach("link rate", str(row.get("slowest_link") or "?"), carried, limits.link_carried))
+    overshoot = _number(row, "link_overshoot")
+    if overshoot is not None and overshoot > limits.link_overshoot:
+        out.append(Breach("link overshoot", str(row.get("fastest_link") or "?"), overshoot, limits.link_overshoot))
     return out
 
 
@@ -152,14 +184,15 @@ def judge(comparison: str, finding: str, rows: Iterable[Mapping[str, Any]],
         found = breaches(row, limits)
         failed += bool(found)
         for b in found:
-            if b.monitor not in worst or b.measured > worst[b.monitor].measured:
+            if b.monitor not in worst or b.severity > worst[b.monitor].severity:
                 worst[b.monitor] = b
     return Verdict(comparison, finding, len(measured), failed, tuple(worst.values()))
 
 
 def verdicts_json(verdicts: Sequence[Verdict], limits: FidelityLimits = FidelityLimits()) -> dict[str, Any]:
     """``summary.json``'s ``fidelity`` section: the limits, each verdict and whether all held."""
-    return {"limits": {"machine_cpu": limits.machine, "switch_cpu": limits.switch},
+    return {"limits": {"machine_cpu": limits.machine, "switch_cpu": limits.switch,
+                       "link_carried": limits.link_carried, "link_overshoot": limits.link_overshoot},
             "all_decided": all(v.decided for v in verdicts),
             "verdicts": [v.to_json() for v in verdicts]}
 
@@ -183,12 +216,12 @@ def fidelity_lines(verdicts: Sequence[Verdict]) -> list[str]:
     >>> print("\\n".join(fidelity_lines([Verdict("allreduce", "even", 4, 0), Verdict("b", "faster", 4, 4, busy)])))
     fidelity, allreduce: even
     fidelity, b: undecided: the emulation, not the network (machine CPU 90% > 60%, in 4 of 4 intervals)
-    fidelity: 1 of 2 comparisons undecided; lower the link rate or the sizes until the machine stays under 60% of its cores and every switch under 85% of a core
+    fidelity: 1 of 2 comparisons undecided; lower the link rate or the sizes until the machine stays under 60% of its cores, every switch under 85% of a core and every backlogged link at 90% of its rate
     """
     lines = [f"fidelity, {v.comparison}: {v.text()}" for v in verdicts]
     undecided = sum(not v.decided for v in verdicts)
     if undecided:
         lines.append(f"fidelity: {undecided} of {len(verdicts)} comparisons undecided; lower the link rate or the "
-                     f"sizes until the machine stays under {MACHINE_LIMIT:.0%} of its cores and every switch under "
-                     f"{SWITCH_LIMIT:.0%} of a core")
+                     f"sizes until the machine stays under {MACHINE_LIMIT:.0%} of its cores, every switch under "
+                     f"{SWITCH_LIMIT:.0%} of a core and every backlogged link at {LINK_CARRIED_LIMIT:.0%} of its rate")
     return lines

@@ -11,7 +11,7 @@ def assert_fidelity_reported(results: dict[str, Any], table: str) -> None:
     how busy the machine is)."""
     assert isinstance(results["config"], dict), "the configuration as JSON, not a repr"
     fidelity = results["fidelity"]
-    assert set(fidelity["limits"]) == {"machine_cpu", "switch_cpu"}
+    assert set(fidelity["limits"]) == {"machine_cpu", "switch_cpu", "link_carried", "link_overshoot"}
     assert fidelity["verdicts"], "at least one comparison judged"
     for v in fidelity["verdicts"]:
         assert isinstance(v["decided"], bool) and v["intervals"] >= 0

@@ -12,6 +12,7 @@ from controller.experiments.fidelity import (
     undecided_note,
     verdicts_json,
 )
+from controller.experiments.link_rate import LinkUse, QueueSample, link_use
 
 
 def _row(machine: float, switch: float, name: str = "rail0") -> dict:
@@ -40,8 +41,38 @@ def test_limits_are_configurable_and_summary_json_is_machine_readable() -> None:
     limits = FidelityLimits(machine=0.99, switch=0.99)
     verdicts = [judge("a", "even", [_row(0.97, 0.9)], limits), judge("b", "faster", [_row(0.97, 0.9)])]
     data = json.loads(json.dumps(verdicts_json(verdicts, limits)))
-    assert data["limits"] == {"machine_cpu": 0.99, "switch_cpu": 0.99} and data["all_decided"] is False
+    assert data["limits"] == {"machine_cpu": 0.99, "switch_cpu": 0.99, "link_carried": 0.9,
+                              "link_overshoot": 1.05} and data["all_decided"] is False
     assert [v["decided"] for v in data["verdicts"]] == [True, False]
     assert data["verdicts"][1]["finding"] is None and data["verdicts"][1]["figures_say"] == "faster"
     assert {b["monitor"] for b in data["verdicts"][1]["breaches"]} == {"machine CPU", "switch CPU"}
     assert undecided_note(verdicts) == "\nundecided (b): the emulation ran out of room"
+
+
+def _links(carried: float | None, overshoot: float | None) -> dict:
+    row = _row(0.3, 0.2)
+    row.update(cpu_row(CpuUse({}, 0.3, 2, LinkUse("h0-eth0" if carried else None, carried, "rail0-eth1",
+                                                    overshoot, int(carried is not None), 8))))
+    return row
+
+
+def test_a_backlogged_link_short_of_its_rate_makes_the_comparison_undecided_and_the_worst_is_the_lowest() -> None:
+    v = judge("alltoall", "rail-only is faster", [_links(0.99, 1.0), _links(0.85, 1.0), _links(0.6, 1.0)])
+    assert not v.decided and v.failed == 2
+    assert [b.monitor for b in v.worst] == ["link rate"] and v.worst[0].measured == 0.6
+    assert "link rate h0-eth0 carried 60% of its rate while backlogged < 90%" in v.text()
+
+
+def test_a_link_sending_over_its_rate_is_a_breach_and_links_not_judged_are_not() -> None:
+    assert judge("a", "even", [_links(None, 1.04), _links(0.95, 0.5)]).decided
+    v = judge("a", "even", [_links(None, 1.3), _links(None, 1.1)])
+    assert not v.decided and v.worst[0].monitor == "link overshoot" and v.worst[0].measured == 1.3
+
+
+def test_link_use_judges_only_links_backlogged_long_enough_and_only_periods_queued_at_both_ends() -> None:
+    # 10 Mbit/s: 125,000 B per 0.1 s; queued only in the first 0.1 s (0.1 s < the 0.2 s minimum)
+    short = [QueueSample(0.0, 0, 4), QueueSample(0.1, 125_000, 1), QueueSample(0.2, 130_000, 0)]
+    assert link_use({"a": short}, {"a": 1e7}).carried is None
+    assert link_use({"a": short}, {"a": 1e7}, min_backlogged_s=0.05).carried == 1.0
+    # a link without a configured rate, or one sample, is not a link the monitor knows
+    assert link_use({"a": short, "b": short[:1]}, {"b": 1e7}).links == 0

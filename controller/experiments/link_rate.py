@@ -1,0 +1,121 @@
+"""How the emulated links carried their configured rates over an interval: pure, queue
+samples in, one :class:`LinkUse` out (:mod:`mininet.link_monitor` takes the samples).
+
+Every shaped link direction leaves through an htb qdisc on its sending interface. Sampled a
+few times a second, that qdisc's byte counter and queue length say two things:
+
+- **carried while backlogged**: over the sampling periods where the queue held packets at
+  both ends, a link that works sends at its configured rate; if the machine cannot run the
+  shaper on time, it sends less. This is Mininet-HiFi's link invariant (Handigol et al.,
+  CoNEXT 2012), measured from counters rather than traced per packet;
+- **overshoot**: over the whole interval, no link may send more than its rate. A link that
+  does is not the configured network (a burst allowance too large, a path left unshaped).
+
+Counters are the bytes htb itself accounts (frames with their Ethernet header), so a link
+that keeps its queue full reads very close to 1.0 of its rate.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = ["MIN_BACKLOGGED_S", "LinkUse", "QueueSample", "backlogged", "link_use"]
+
+#: a link's backlogged time below which its carried share is not judged (too few periods)
+MIN_BACKLOGGED_S = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSample:
+    """One sending interface's qdisc at one instant: bytes sent so far, packets queued."""
+
+    t: float  # monotonic seconds
+    sent_bytes: int
+    qlen: int
+
+
+def backlogged(samples: Sequence[QueueSample]) -> tuple[float, int]:
+    """The seconds of sampling periods with packets queued at both ends, and the bytes sent
+    in them.
+
+    >>> s = [QueueSample(0.0, 0, 3), QueueSample(0.1, 1000, 2), QueueSample(0.2, 1500, 0), QueueSample(0.3, 1600, 4)]
+    >>> backlogged(s)
+    (0.1, 1000)
+    """
+    seconds, sent = 0.0, 0
+    for a, b in itertools.pairwise(samples):
+        if a.qlen > 0 and b.qlen > 0 and b.t > a.t:
+            seconds += b.t - a.t
+            sent += b.sent_bytes - a.sent_bytes
+    return round(seconds, 9), sent
+
+
+@dataclass(frozen=True, slots=True)
+class LinkUse:
+    """Over an interval, across the monitored link directions (named ``node-interface``):
+
+    - ``slowest``, ``carried``: the link that carried the smallest share of its rate while
+      backlogged for at least ``MIN_BACKLOGGED_S``, and that share (None: none was);
+    - ``fastest``, ``overshoot``: the link that sent the largest share of its rate over the
+      whole interval, and that share;
+    - ``backlogged``: how many links were judged on their carried share;
+    - ``sched_delay_ms``: the worst lateness of the sampler's own wake-ups (a saturated
+      machine schedules late), report only.
+    """
+
+    slowest: str | None
+    carried: float | None
+    fastest: str | None
+    overshoot: float | None
+    backlogged: int
+    links: int
+    sched_delay_ms: float | None = None
+
+    def text(self) -> str:
+        """e.g. ``links: 12 of 32 backlogged, the slowest carried 99% of its rate (h0-eth0)``."""
+        parts = [f"links: {self.backlogged} of {self.links} backlogged"]
+        if self.carried is not None:
+            parts.append(f"the slowest carried {self.carried:.0%} of its rate ({self.slowest})")
+        if self.overshoot is not None:
+            parts.append(f"the busiest sent {self.overshoot:.0%} of its rate ({self.fastest})")
+        return ", ".join(parts)
+
+
+def link_use(series: Mapping[str, Sequence[QueueSample]], rates_bps: Mapping[str, float], *,
+             min_backlogged_s: float = MIN_BACKLOGGED_S, sched_delay_ms: float | None = None) -> LinkUse:
+    """The :class:`LinkUse` of an interval from each link's samples and configured rate in
+    bits per second; links without a rate are left out.
+
+    >>> full = [QueueSample(0.1 * i, 1250 * i * 100, 5) for i in range(11)]  # 10 Mbit/s, always queued
+    >>> slow = [QueueSample(0.1 * i, 1000 * i * 100, 5) for i in range(11)]  # 8 Mbit/s of 10, queued
+    >>> idle = [QueueSample(0.1 * i, 0, 0) for i in range(11)]
+    >>> u = link_use({"h0-eth0": full, "h1-eth0": slow, "h2-eth0": idle}, {"h0-eth0": 1e7, "h1-eth0": 1e7, "h2-eth0": 1e7})
+    >>> u.slowest, round(u.carried, 3), u.fastest, round(u.overshoot, 3), u.backlogged, u.links
+    ('h1-eth0', 0.8, 'h0-eth0', 1.0, 2, 3)
+    >>> link_use({"h2-eth0": idle}, {"h2-eth0": 1e7}).carried is None
+    True
+    """
+    slowest: tuple[float, str] | None = None
+    fastest: tuple[float, str] | None = None
+    judged = links = 0
+    for name, samples in series.items():
+        rate = rates_bps.get(name)
+        if not rate or len(samples) < 2:
+            continue
+        links += 1
+        span = samples[-1].t - samples[0].t
+        if span > 0:
+            share = 8 * (samples[-1].sent_bytes - samples[0].sent_bytes) / span / rate
+            if fastest is None or share > fastest[0]:
+                fastest = (share, name)
+        seconds, sent = backlogged(samples)
+        if seconds >= min_backlogged_s:
+            judged += 1
+            share = 8 * sent / seconds / rate
+            if slowest is None or share < slowest[0]:
+                slowest = (share, name)
+    return LinkUse(slowest[1] if slowest else None, round(slowest[0], 4) if slowest else None,
+                   fastest[1] if fastest else None, round(fastest[0], 4) if fastest else None,
+                   judged, links, sched_delay_ms)
