@@ -43,7 +43,7 @@ model-rail-only: setup ## the analytical cost/power and iteration-time model: ta
 run-smoke: setup ## the Mininet smoke run: pipeline, rules and a ping between two hosts
 	@$(MLFABRIC) smoke --target $(TARGET)
 
-test: setup ## run every test tier this machine can run (the emulation tier on both engines); prints why a tier is skipped
+test: setup lint typecheck ## lint and type checks, then every test tier this machine can run (the emulation tier on both engines); prints why a tier is skipped
 	@MLFABRIC_TARGET=$(TARGET) $(PY) -m pytest $(PYTEST_ARGS)
 	@if [ "$(TARGET)" = python ] && [ "$(ENGINE)" = auto ] && [ -z "$(PYTEST_ARGS)" ]; then \
 		echo "make test: the emulation tier again, every switch on the Python engine (the fallback)"; \
@@ -69,10 +69,10 @@ p4c-samples: setup ## differential check of p4c's v1model samples on BMv2 and th
 	@if [ -z "$(P4C_SRC)" ]; then echo "set P4C_SRC to a p4c source checkout (its testdata/p4_16_samples)"; exit 2; fi
 	@$(PY) -m bench.p4c_samples --p4c $(P4C_SRC) $(P4C_ARGS)
 
-lint: setup ## ruff
+lint: setup ## ruff (make test runs it first)
 	@$(VENV)/bin/ruff check controller pybmv2 packettest workloads tests bench mininet
 
-typecheck: setup ## mypy
+typecheck: setup ## mypy (make test runs it first)
 	@$(VENV)/bin/mypy
 
 doctor: setup ## report the toolchain, Mininet and qdiscs this machine has
