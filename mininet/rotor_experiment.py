@@ -258,8 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--levels", type=_floats, default=(0.1, 0.25, 0.5, 0.75, 1.0),
                    help="offered load per source, fractions of the link rate (the first is the delay probe)")
     p.add_argument("--rate-mbps", type=float, default=10.0,
-                   help="circuit link rate (at 30, both engines fall short of the expected throughput while "
-                        "the switches are nearly idle: the cause lies outside the switches)")
+                   help="circuit link rate (the switches pace their ports to it; up to 50)")
     p.add_argument("--allreduce-kb", type=int, default=384, help="ring all-reduce size, KiB")
     p.add_argument("--allreduce-iterations", type=int, default=3, help="all-reduces per run")
     p.add_argument("--quick", action="store_true", help="one repetition of a small plan (for tests)")

@@ -3,6 +3,11 @@
 ``set_queue_depth`` bounds a queue in packets (arrivals to a full queue are dropped) and
 ``set_queue_rate`` paces departures in packets per second; an unset rate drains as fast as
 the egress pipeline runs. One worker thread drains every queue, earliest departure first.
+
+A paced queue keeps the line's timetable: a packet's departure is due one gap after the
+previous packet's due time, or at its own arrival if the line was idle by then, never one gap
+after the thread happened to wake. The thread wakes late (timer slack and the interpreter,
+tens of µs), and counting from the wake-up would take that off the rate of every backlog.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ class QueueStats:
 class _Queue:
     depth: int
     rate_pps: float | None = None
-    jobs: deque[EgressJob] = field(default_factory=deque)
+    #: the queued jobs, each with its arrival time (time.monotonic())
+    jobs: deque[tuple[EgressJob, float]] = field(default_factory=deque)
     next_departure: float = 0.0
     stats: QueueStats = field(default_factory=QueueStats)
 
@@ -100,7 +106,7 @@ class EgressQueues:
             if len(q.jobs) >= q.depth:
                 q.stats.dropped += 1
                 return False
-            q.jobs.append(job)
+            q.jobs.append((job, time.monotonic()))
             q.stats.enqueued += 1
             self._cond.notify()
             return True
@@ -129,10 +135,10 @@ class EgressQueues:
                 wake = q.next_departure
         if best is None:
             return None, 0, wake
-        job = best.jobs.popleft()
+        job, arrived = best.jobs.popleft()
         best.stats.departed += 1
-        if best.rate_pps:
-            best.next_departure = max(best.next_departure, now) + 1.0 / best.rate_pps
+        if best.rate_pps:  # the line's timetable (module docstring), not the wake-up's
+            best.next_departure = max(best.next_departure, arrived) + 1.0 / best.rate_pps
         else:
             best.next_departure = now  # round robin among unpaced queues
         return job, len(best.jobs), None
