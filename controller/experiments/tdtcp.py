@@ -56,7 +56,9 @@ class TdtcpConfig:
     gap_ms: float = 1.0
     fast: Tdn = Tdn(40.0, 500)
     slow: Tdn = Tdn(5.0, 2500)
-    host_rate_mbps: float = 40.0
+    #: the hosts' links; None: the faster TDN's rate, so that a host can fill either circuit
+    #: (a fixed 40 Mb/s halved an 80 Mb/s fast TDN: at 80/10 TDTCP got 22 of 43 Mb/s)
+    host_rate_mbps: float | None = None
     transports: tuple[str, ...] = TRANSPORTS
 
     def __post_init__(self) -> None:
@@ -76,9 +78,16 @@ class TdtcpConfig:
         for name, t in (("fast", self.fast), ("slow", self.slow)):
             if t.rate_mbps <= 0 or t.delay_us < 0:
                 raise bad(name, t, "a rate > 0 and a delay >= 0")
+        if self.host_rate_mbps is not None and self.host_rate_mbps <= 0:
+            raise bad("host_rate_mbps", self.host_rate_mbps, "must be > 0")
         unknown = [t for t in self.transports if t not in TRANSPORTS]
         if unknown or not self.transports:
             raise bad("transports", self.transports, f"are among {', '.join(TRANSPORTS)}")
+
+    @property
+    def host_mbps(self) -> float:
+        """The hosts' link rate: ``host_rate_mbps``, or the faster TDN's rate."""
+        return self.host_rate_mbps if self.host_rate_mbps is not None else max(self.fast.rate_mbps, self.slow.rate_mbps)
 
     @property
     def period_us(self) -> int:
@@ -113,10 +122,10 @@ def tdn_at(cfg: TdtcpConfig, t_us: float) -> int | None:
 
 def fabric(cfg: TdtcpConfig) -> Topology:
     """Two racks of one host, two circuit switches: ``ocs0``'s links at the fast TDN's rate,
-    ``ocs1``'s at the slow one's, the hosts' links at ``host_rate_mbps``."""
+    ``ocs1``'s at the slow one's, the hosts' links at ``host_mbps``."""
     # Ethernet's MTU, not jumbo: a 9,000-byte frame takes 14 ms at the slow TDN's 5 Mb/s, most
     # of a 20 ms day, where a real TDN (10-80 Gb/s) serializes one in microseconds
-    topo = optical(2, 1, uplinks=2, rate_mbps=cfg.host_rate_mbps, name="tdtcp-2x1x2", mtu=ETHERNET_MTU)
+    topo = optical(2, 1, uplinks=2, rate_mbps=cfg.host_mbps, name="tdtcp-2x1x2", mtu=ETHERNET_MTU)
     rate = {"ocs0": cfg.fast.rate_mbps, "ocs1": cfg.slow.rate_mbps}
     links = tuple(dataclasses.replace(lk, rate_mbps=rate.get(lk.b.node, lk.rate_mbps)) for lk in topo.links)
     return dataclasses.replace(topo, links=links)
@@ -133,13 +142,16 @@ def switch_args(cfg: TdtcpConfig) -> dict[str, tuple[str, ...]]:
 
 
 def capacity_mbps(cfg: TdtcpConfig) -> float:
-    """What the fabric can carry from rack 0 to rack 1, averaged over a cycle.
+    """What the fabric can carry from rack 0 to rack 1, averaged over a cycle (a TDN carries
+    no more than the hosts' links feed it).
 
     >>> capacity_mbps(TdtcpConfig(day_ms=20, gap_ms=1, fast=Tdn(16, 0), slow=Tdn(2, 0)))
     8.571428571428571
+    >>> capacity_mbps(TdtcpConfig(day_ms=20, gap_ms=1, fast=Tdn(16, 0), slow=Tdn(2, 0), host_rate_mbps=8))
+    4.761904761904762
     """
     day = cfg.day_ms / (2 * (cfg.day_ms + cfg.gap_ms))
-    return day * (cfg.fast.rate_mbps + cfg.slow.rate_mbps)
+    return day * (min(cfg.fast.rate_mbps, cfg.host_mbps) + min(cfg.slow.rate_mbps, cfg.host_mbps))
 
 
 def goodput_mbps(samples: Sequence[tuple[float, int]], *, skip_s: float = 1.0) -> float:

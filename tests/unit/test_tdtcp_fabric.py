@@ -3,6 +3,8 @@ the experiment's fabric and figures."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from controller.errors import ConfigError
@@ -70,9 +72,17 @@ def test_the_experiments_fabric_alternates_a_fast_and_a_slow_tdn() -> None:
     assert sorted(set(tdn_of_slots(s))) == [0, 1]
     assert [tdn_at(cfg, t) for t in (0, 19_999, 20_500, 21_000, 40_999, 41_500, 42_000)] == [0, 0, None, 1, 1, None, 0]
     rates = {(lk.a.node, lk.b.node): lk.rate_mbps for lk in fabric(cfg).links}
-    assert rates[("tor0", "ocs0")] == 16 and rates[("tor1", "ocs1")] == 2 and rates[("h0_0", "tor0")] == 40
+    assert rates[("tor0", "ocs0")] == 16 and rates[("tor1", "ocs1")] == 2 and rates[("h0_0", "tor0")] == 16
     assert switch_args(cfg)["ocs1"] == ("--port-delay", "1:2500", "--port-delay", "2:2500")
     assert capacity_mbps(cfg) == pytest.approx(18 * 20 / 42)
+    # the hosts' links follow the faster TDN, so that they never hold a TDN below its rate
+    # (a fixed 40 Mb/s halved an 80 Mb/s fast TDN); an explicit rate caps the capacity
+    fast80 = TdtcpConfig(day_ms=20, gap_ms=1, fast=Tdn(80, 500), slow=Tdn(10, 2500))
+    assert {lk.rate_mbps for lk in fabric(fast80).links if lk.a.node.startswith("h")} == {80}
+    assert capacity_mbps(fast80) == pytest.approx(90 * 20 / 42)
+    assert capacity_mbps(dataclasses.replace(fast80, host_rate_mbps=40)) == pytest.approx(50 * 20 / 42)
+    with pytest.raises(ConfigError, match="host_rate_mbps"):
+        TdtcpConfig(host_rate_mbps=0)
     with pytest.raises(ConfigError, match="multiple of the gap"):
         TdtcpConfig(day_ms=20, gap_ms=3)
     with pytest.raises(ConfigError, match="transports"):
