@@ -1,5 +1,5 @@
 """Watches a Mininet network's shaped links during an interval: every sending interface's
-root qdisc is sampled every ``period_s`` (bytes sent, packets queued) by one thread, over
+root qdisc is sampled every ``period_s`` (bytes sent, packets and bytes queued) by one thread, over
 rtnetlink (:mod:`qdisc_stats`), and the samples become a
 :class:`~controller.experiments.link_rate.LinkUse`.
 
@@ -79,7 +79,7 @@ class LinkMonitor:
             for end in ends:
                 c = counters.get(end.interface)
                 if c is not None:
-                    series[end.label].append(QueueSample(now, c.sent_bytes, c.qlen))
+                    series[end.label].append(QueueSample(now, c.sent_bytes, c.qlen, c.backlog_bytes))
 
     @contextlib.contextmanager
     def watch(self) -> Iterator[list[LinkUse]]:

@@ -17,8 +17,8 @@ a switch process forwards on one thread, and above 85% of a core its queues, not
 emulated links, set the pace.
 
 Where the fabric's links are monitored (:mod:`controller.experiments.link_rate`), two more
-monitors apply: a link that held a queue must have sent at least 90% of its configured rate
-in that time (the shaper ran on time), and no link may have sent more than 105% of its rate
+monitors apply: a link kept busy by its queue must have sent at least 90% of its configured
+rate meanwhile (the shaper ran on time), and no link may have sent more than 105% of its rate
 over the interval (the network was the configured one).
 """
 
@@ -35,7 +35,7 @@ __all__ = ["LINK_CARRIED_LIMIT", "LINK_OVERSHOOT_LIMIT", "MACHINE_LIMIT", "SWITC
 MACHINE_LIMIT = 0.60
 #: a switch's share of one core above which its forwarding, not the link, sets the rate
 SWITCH_LIMIT = 0.85
-#: the share of its rate a backlogged link must carry
+#: the share of its rate a link must carry while busy
 LINK_CARRIED_LIMIT = 0.90
 #: the share of its rate no link may exceed over an interval
 LINK_OVERSHOOT_LIMIT = 1.05
@@ -70,11 +70,11 @@ class Breach:
 
     def text(self) -> str:
         """e.g. ``machine CPU 98% > 60%``, ``switch CPU rail0 91% of a core > 85%`` or
-        ``link rate h0-eth0 carried 80% of its rate while backlogged < 90%``."""
+        ``link rate h0-eth0 carried 80% of its rate while busy < 90%``."""
         if self.monitor == "switch CPU":
             return f"switch CPU {self.where} {self.measured:.0%} of a core > {self.limit:.0%}"
         if self.monitor == "link rate":
-            return f"link rate {self.where} carried {self.measured:.0%} of its rate while backlogged < {self.limit:.0%}"
+            return f"link rate {self.where} carried {self.measured:.0%} of its rate while busy < {self.limit:.0%}"
         if self.monitor == "link overshoot":
             return f"link overshoot {self.where} sent {self.measured:.0%} of its rate > {self.limit:.0%}"
         return f"{self.monitor} {self.measured:.0%} > {self.limit:.0%}"
@@ -102,7 +102,7 @@ def breaches(row: Mapping[str, Any], limits: FidelityLimits = FidelityLimits()) 
     []
     >>> [b.text() for b in breaches({"machine_cpu": 0.4, "link_carried": 0.8, "slowest_link": "h0-eth0",
     ...                              "link_overshoot": 1.2, "fastest_link": "rail0-eth1"})]
-    ['link rate h0-eth0 carried 80% of its rate while backlogged < 90%', 'link overshoot rail0-eth1 sent 120% of its rate > 105%']
+    ['link rate h0-eth0 carried 80% of its rate while busy < 90%', 'link overshoot rail0-eth1 sent 120% of its rate > 105%']
     """
     out = []
     machine = _number(row, "machine_cpu")
@@ -216,12 +216,12 @@ def fidelity_lines(verdicts: Sequence[Verdict]) -> list[str]:
     >>> print("\\n".join(fidelity_lines([Verdict("allreduce", "even", 4, 0), Verdict("b", "faster", 4, 4, busy)])))
     fidelity, allreduce: even
     fidelity, b: undecided: the emulation, not the network (machine CPU 90% > 60%, in 4 of 4 intervals)
-    fidelity: 1 of 2 comparisons undecided; lower the link rate or the sizes until the machine stays under 60% of its cores, every switch under 85% of a core and every backlogged link at 90% of its rate
+    fidelity: 1 of 2 comparisons undecided; lower the link rate or the sizes until the machine stays under 60% of its cores, every switch under 85% of a core and every busy link at 90% of its rate
     """
     lines = [f"fidelity, {v.comparison}: {v.text()}" for v in verdicts]
     undecided = sum(not v.decided for v in verdicts)
     if undecided:
         lines.append(f"fidelity: {undecided} of {len(verdicts)} comparisons undecided; lower the link rate or the "
                      f"sizes until the machine stays under {MACHINE_LIMIT:.0%} of its cores, every switch under "
-                     f"{SWITCH_LIMIT:.0%} of a core and every backlogged link at {LINK_CARRIED_LIMIT:.0%} of its rate")
+                     f"{SWITCH_LIMIT:.0%} of a core and every busy link at {LINK_CARRIED_LIMIT:.0%} of its rate")
     return lines

@@ -2,12 +2,18 @@
 samples in, one :class:`LinkUse` out (:mod:`mininet.link_monitor` takes the samples).
 
 Every shaped link direction leaves through an htb qdisc on its sending interface. Sampled a
-few times a second, that qdisc's byte counter and queue length say two things:
+few times a second, that qdisc's byte counter and the bytes it holds say two things:
 
-- **carried while backlogged**: over the sampling periods where the queue held packets at
-  both ends, a link that works sends at its configured rate; if the machine cannot run the
-  shaper on time, it sends less. This is Mininet-HiFi's link invariant (Handigol et al.,
-  CoNEXT 2012), measured from counters rather than traced per packet;
+- **busy stretches carried the rate**: while every sample finds at least a sampling
+  period's worth of bytes queued (``rate x period``), the link was busy throughout, so a
+  working link sends its rate over that stretch; if the machine cannot run the shaper on
+  time, it sends less. This is Mininet-HiFi's link invariant (Handigol et al., CoNEXT 2012),
+  measured from counters rather than traced per packet. Judging only such stretches keeps
+  on-off traffic (a calendar queue releasing a day's packets at once, a TDN's circuit) from
+  reading as a slow link. Only stretches of ``MIN_RUN_PERIODS`` periods or more count: htb
+  sends in bursts (15 kB or two frames), which over one 50 ms period at 10 Mbit/s is +-24%
+  and, since a stretch begins when the queue is full, biased; over longer stretches it
+  averages out;
 - **overshoot**: over the whole interval, no link may send more than its rate. A link that
   does is not the configured network (a burst allowance too large, a path left unshaped).
 
@@ -17,38 +23,47 @@ that keeps its queue full reads very close to 1.0 of its rate.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["MIN_BACKLOGGED_S", "LinkUse", "QueueSample", "backlogged", "link_use"]
+__all__ = ["MIN_BACKLOGGED_S", "MIN_RUN_PERIODS", "LinkUse", "QueueSample", "busy", "link_use"]
 
-#: a link's backlogged time below which its carried share is not judged (too few periods)
+#: a link busy for less than this is not judged (too few periods)
 MIN_BACKLOGGED_S = 0.2
+#: the sampling periods a busy stretch must last to count (see :func:`busy`)
+MIN_RUN_PERIODS = 4
 
 
 @dataclass(frozen=True, slots=True)
 class QueueSample:
-    """One sending interface's qdisc at one instant: bytes sent so far, packets queued."""
+    """One sending interface's qdisc at one instant: bytes sent so far, packets and bytes queued."""
 
     t: float  # monotonic seconds
     sent_bytes: int
     qlen: int
+    backlog_bytes: int = 0
 
 
-def backlogged(samples: Sequence[QueueSample]) -> tuple[float, int]:
-    """The seconds of sampling periods with packets queued at both ends, and the bytes sent
-    in them.
+def busy(samples: Sequence[QueueSample], rate_bps: float, min_periods: int = 4) -> tuple[float, int]:
+    """Over the stretches of at least ``min_periods`` sampling periods that each began with at
+    least a period's worth of bytes queued: their seconds, and the bytes the link sent in them.
 
-    >>> s = [QueueSample(0.0, 0, 3), QueueSample(0.1, 1000, 2), QueueSample(0.2, 1500, 0), QueueSample(0.3, 1600, 4)]
-    >>> backlogged(s)
-    (0.1, 1000)
+    >>> full = [QueueSample(0.05 * i, 62_500 * i, 9, 200_000) for i in range(5)]  # 10 Mbit/s, 4 periods
+    >>> busy(full + [QueueSample(0.25, 300_000, 0, 0), QueueSample(0.3, 300_000, 3, 90_000)], 1e7)
+    (0.25, 300000)
+    >>> busy(full[:4], 1e7)  # three periods: too short to judge
+    (0.0, 0)
     """
     seconds, sent = 0.0, 0
-    for a, b in itertools.pairwise(samples):
-        if a.qlen > 0 and b.qlen > 0 and b.t > a.t:
-            seconds += b.t - a.t
-            sent += b.sent_bytes - a.sent_bytes
+    start = 0
+    for j, a in enumerate(samples):
+        nxt = samples[j + 1] if j + 1 < len(samples) else None
+        if nxt is not None and nxt.t > a.t and a.backlog_bytes >= rate_bps / 8 * (nxt.t - a.t):
+            continue  # period j began full: the stretch goes on
+        if j - start >= min_periods:  # the stretch of samples start..j: periods start..j-1
+            seconds += a.t - samples[start].t
+            sent += a.sent_bytes - samples[start].sent_bytes
+        start = j + 1
     return round(seconds, 9), sent
 
 
@@ -56,11 +71,12 @@ def backlogged(samples: Sequence[QueueSample]) -> tuple[float, int]:
 class LinkUse:
     """Over an interval, across the monitored link directions (named ``node-interface``):
 
-    - ``slowest``, ``carried``: the link that carried the smallest share of its rate while
-      backlogged for at least ``MIN_BACKLOGGED_S``, and that share (None: none was);
+    - ``slowest``, ``carried``: the link that sent the smallest share of its rate in its busy
+      periods (:func:`busy`), among those busy for at least ``MIN_BACKLOGGED_S``, and that
+      share (None: none was);
     - ``fastest``, ``overshoot``: the link that sent the largest share of its rate over the
       whole interval, and that share;
-    - ``backlogged``: how many links were judged on their carried share;
+    - ``backlogged``: how many links were busy long enough to be judged;
     - ``sched_delay_ms``: the worst lateness of the sampler's own wake-ups (a saturated
       machine schedules late), report only.
     """
@@ -88,8 +104,8 @@ def link_use(series: Mapping[str, Sequence[QueueSample]], rates_bps: Mapping[str
     """The :class:`LinkUse` of an interval from each link's samples and configured rate in
     bits per second; links without a rate are left out.
 
-    >>> full = [QueueSample(0.1 * i, 1250 * i * 100, 5) for i in range(11)]  # 10 Mbit/s, always queued
-    >>> slow = [QueueSample(0.1 * i, 1000 * i * 100, 5) for i in range(11)]  # 8 Mbit/s of 10, queued
+    >>> full = [QueueSample(0.1 * i, 1250 * i * 100, 5, 200_000) for i in range(11)]  # 10 Mbit/s, queue full
+    >>> slow = [QueueSample(0.1 * i, 1000 * i * 100, 5, 200_000) for i in range(11)]  # 8 of 10 Mbit/s
     >>> idle = [QueueSample(0.1 * i, 0, 0) for i in range(11)]
     >>> u = link_use({"h0-eth0": full, "h1-eth0": slow, "h2-eth0": idle}, {"h0-eth0": 1e7, "h1-eth0": 1e7, "h2-eth0": 1e7})
     >>> u.slowest, round(u.carried, 3), u.fastest, round(u.overshoot, 3), u.backlogged, u.links
@@ -110,7 +126,7 @@ def link_use(series: Mapping[str, Sequence[QueueSample]], rates_bps: Mapping[str
             share = 8 * (samples[-1].sent_bytes - samples[0].sent_bytes) / span / rate
             if fastest is None or share > fastest[0]:
                 fastest = (share, name)
-        seconds, sent = backlogged(samples)
+        seconds, sent = busy(samples, rate, MIN_RUN_PERIODS)
         if seconds >= min_backlogged_s:
             judged += 1
             share = 8 * sent / seconds / rate

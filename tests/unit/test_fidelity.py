@@ -60,7 +60,7 @@ def test_a_backlogged_link_short_of_its_rate_makes_the_comparison_undecided_and_
     v = judge("alltoall", "rail-only is faster", [_links(0.99, 1.0), _links(0.85, 1.0), _links(0.6, 1.0)])
     assert not v.decided and v.failed == 2
     assert [b.monitor for b in v.worst] == ["link rate"] and v.worst[0].measured == 0.6
-    assert "link rate h0-eth0 carried 60% of its rate while backlogged < 90%" in v.text()
+    assert "link rate h0-eth0 carried 60% of its rate while busy < 90%" in v.text()
 
 
 def test_a_link_sending_over_its_rate_is_a_breach_and_links_not_judged_are_not() -> None:
@@ -69,10 +69,17 @@ def test_a_link_sending_over_its_rate_is_a_breach_and_links_not_judged_are_not()
     assert not v.decided and v.worst[0].monitor == "link overshoot" and v.worst[0].measured == 1.3
 
 
-def test_link_use_judges_only_links_backlogged_long_enough_and_only_periods_queued_at_both_ends() -> None:
-    # 10 Mbit/s: 125,000 B per 0.1 s; queued only in the first 0.1 s (0.1 s < the 0.2 s minimum)
-    short = [QueueSample(0.0, 0, 4), QueueSample(0.1, 125_000, 1), QueueSample(0.2, 130_000, 0)]
-    assert link_use({"a": short}, {"a": 1e7}).carried is None
-    assert link_use({"a": short}, {"a": 1e7}, min_backlogged_s=0.05).carried == 1.0
+def test_link_use_judges_only_long_busy_stretches_and_only_links_busy_long_enough() -> None:
+    # 10 Mbit/s: 62,500 B per 50 ms. Queued full for 0.3 s (6 periods), sending its rate
+    full = [QueueSample(0.05 * i, 62_500 * i, 9, 200_000) for i in range(7)]
+    assert link_use({"a": full}, {"a": 1e7}).carried == 1.0
+    # a day's burst released at once, sent in a few ms, then idle (on-off traffic): not judged
+    burst = [QueueSample(0.05 * i, 50_000 * (i > 0), 3 * (i == 0), 50_000 * (i == 0)) for i in range(7)]
+    assert link_use({"a": burst}, {"a": 1e7}).carried is None
+    # full for 0.15 s only: three periods, too short a stretch to judge
+    assert link_use({"a": full[:4]}, {"a": 1e7}, min_backlogged_s=0.1).carried is None
+    # a queue that stays full drained at 6 Mbit/s
+    slow = [QueueSample(0.05 * i, 37_500 * i, 9, 300_000) for i in range(7)]
+    assert link_use({"a": slow}, {"a": 1e7}).carried == 0.6
     # a link without a configured rate, or one sample, is not a link the monitor knows
-    assert link_use({"a": short, "b": short[:1]}, {"b": 1e7}).links == 0
+    assert link_use({"a": full, "b": full[:1]}, {"b": 1e7}).links == 0
