@@ -17,6 +17,7 @@ import dataclasses
 import logging
 import os
 import time
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
@@ -42,7 +43,7 @@ from controller.topology import dump_topology, require_valid
 from controller.topology.generators import switch_mac
 from controller.topology.model import ETHERNET_MTU, Topology
 
-__all__ = ["EmulatedFabric", "FabricTimings", "check_free"]
+__all__ = ["EmulatedFabric", "FabricTimings", "check_free", "switch_intf_name"]
 
 log = logging.getLogger(__name__)
 #: Mininet's logger prints through its own handler; passed on to the root logger as well (the
@@ -70,13 +71,36 @@ def _intf_name(host: str, nic: str) -> str:
     return f"{host}-{nic}"
 
 
+#: the kernel's longest interface name (IFNAMSIZ - 1)
+MAX_IFNAME = 15
+
+
+def switch_intf_name(switch: str, port: int | str) -> str:
+    """A switch port's interface: Mininet's ``SWITCH-ethPORT`` where it fits in 15
+    characters; else the same without the switch name's punctuation (a Clos leaf
+    ``rail0-leaf0`` has ``rail0leaf0-eth1``), else a short hash of the name.
+
+    >>> switch_intf_name("spine0", 3), switch_intf_name("rail0-leaf0", 1)
+    ('spine0-eth3', 'rail0leaf0-eth1')
+    >>> switch_intf_name("rail12-leaf10", 12)
+    'swd7011c52-e12'
+    """
+    name = f"{switch}-eth{port}"
+    if len(name) <= MAX_IFNAME:
+        return name
+    name = "".join(c for c in switch if c.isalnum()) + f"-eth{port}"
+    if len(name) <= MAX_IFNAME:
+        return name
+    return f"sw{zlib.crc32(switch.encode()):08x}-e{port}"
+
+
 def check_free(topo: Topology) -> None:
     """Refuse to start over a fabric that holds ``topo``'s interface names (Mininet would fail
     half-way with RTNETLINK's "File exists"), naming who holds them. Experiments call it
     before they make their results folder."""
     for lk in topo.links:
         for ep in (lk.a, lk.b):
-            name = f"{ep.node}-eth{ep.port}" if topo.is_switch(ep.node) else _intf_name(ep.node, str(ep.port))
+            name = switch_intf_name(ep.node, ep.port) if topo.is_switch(ep.node) else _intf_name(ep.node, str(ep.port))
             if Path(f"/sys/class/net/{name}").exists():
                 raise EmulationError(f"cannot start {topo.name}: interface {name} exists; {interface_owner(name)}")
 
@@ -203,18 +227,15 @@ class EmulatedFabric:
             ends = []
             for ep in (lk.a, lk.b):
                 if self.topo.is_switch(ep.node):
-                    ends.append((ep.node, {"port": int(ep.port)}))
+                    ends.append((ep.node, {"port": int(ep.port), "intfName": switch_intf_name(ep.node, ep.port)}))
                 else:
                     ends.append((ep.node, {"intfName": _intf_name(ep.node, str(ep.port))}))
             (n1, o1), (n2, o2) = ends
+            kwargs["intfName1"], kwargs["intfName2"] = o1["intfName"], o2["intfName"]
             if "port" in o1:
                 kwargs["port1"] = o1["port"]
-            else:
-                kwargs["intfName1"] = o1["intfName"]
             if "port" in o2:
                 kwargs["port2"] = o2["port"]
-            else:
-                kwargs["intfName2"] = o2["intfName"]
             if self.shape and lk.rate_mbps:
                 kwargs["bw"] = lk.rate_mbps
             mtu = self.topo.link_mtu(lk)

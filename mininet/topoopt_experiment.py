@@ -69,8 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--servers", type=int, default=16, help="servers of both fabrics")
     p.add_argument("--degrees", default="2,3,4", help="comma-separated TopoOpt degrees (NICs per server)")
     p.add_argument("--rate-mbps", type=float, default=25.0,
-                   help="each TopoOpt NIC; the fat-tree NIC gets d x this (at 25 its one leaf, forwarding all "
-                        "16 servers, already uses 65-85%% of a core on 2 cores: the run reports it)")
+                   help="each TopoOpt NIC; the fat-tree NIC gets d x this")
+    p.add_argument("--fat-tree-radix", type=int, default=8,
+                   help="the fat-tree's switch radix: leaves of radix/2 servers under 2 spines; 0: one leaf for "
+                        "all servers (at 25 Mb/s that leaf used 65-85%% of a core on 2 cores: switch-bound)")
     p.add_argument("--allreduce-kb", type=int, default=1280, help="all-reduce size per server, KiB")
     p.add_argument("--alltoall-kb", type=int, default=640, help="all-to-all size per server, KiB")
     p.add_argument("--quick", action="store_true", help="8 servers, degree 2, 1 repetition, small collectives")
@@ -86,10 +88,12 @@ def parse_config(argv: list[str]) -> tuple[TopoOptConfig, Path | None, bool]:
         raise ConfigError("<topoopt experiment>", "--degrees", a.degrees, "a comma-separated list of integers") from None
     if a.quick:
         return TopoOptConfig(target=a.target, engine=a.engine, servers=8, degrees=(2,), rate_mbps=a.rate_mbps, repetitions=1,
-                             allreduce_bytes=128 * 1024, alltoall_bytes=64 * 1024), a.out, a.require_decided
+                             allreduce_bytes=128 * 1024, alltoall_bytes=64 * 1024,
+                             fat_tree_radix=a.fat_tree_radix or None), a.out, a.require_decided
     return TopoOptConfig(target=a.target, engine=a.engine, servers=a.servers, degrees=degrees, rate_mbps=a.rate_mbps,
                          repetitions=a.repetitions, allreduce_bytes=a.allreduce_kb * 1024,
-                         alltoall_bytes=a.alltoall_kb * 1024), a.out, a.require_decided
+                         alltoall_bytes=a.alltoall_kb * 1024, fat_tree_radix=a.fat_tree_radix or None), a.out, \
+        a.require_decided
 
 
 def _counters(fab: EmulatedFabric, topo: Topology) -> dict[str, tuple[int, int]]:
@@ -160,8 +164,10 @@ def _table(cfg: TopoOptConfig, rows: list[dict[str, Any]]) -> tuple[str, list[di
         taxes = [r["tax"] for r in rows if r["degree"] == d and r["fabric"] == "topoopt" and r["op"] == "alltoall" and r["ok"]]
         entry["tax_measured"] = mean_sd(taxes)
         summary.append(entry)
+    tree = (f"leaves of {cfg.fat_tree_radix // 2} servers under 2 spines" if cfg.fat_tree_radix
+            and cfg.servers > cfg.fat_tree_radix else "one leaf")
     lines = [f"{cfg.servers} servers, {cfg.target} target; TopoOpt NICs at {cfg.rate_mbps:g} Mb/s each, the fat-tree's "
-             f"one NIC at d x that; all-reduce {cfg.allreduce_bytes // 1024} KiB, all-to-all {cfg.alltoall_bytes // 1024} "
+             f"({tree}) one NIC at d x that; all-reduce {cfg.allreduce_bytes // 1024} KiB, all-to-all {cfg.alltoall_bytes // 1024} "
              f"KiB per rank; mean ± sd over {cfg.repetitions}", "",
              f"{'d':<3}{'strides':<16}{'all-reduce s: TopoOpt / fat-tree (ratio)':<44}"
              f"{'all-to-all s: TopoOpt / fat-tree (ratio)':<44}{'tax measured':<16}{'routes':<8}{'paper':<6}"]
