@@ -53,7 +53,7 @@ class ExperimentConfig:
     alltoall_schedule: str = "concurrent"
     iterations: int = 8
     #: unrecorded rounds of every collective first (one-off costs of a fresh fabric)
-    warmup: int = 1
+    warmup: int = 3
     allreduce_bytes: int = 2 << 20
     alltoall_bytes: int = 2 << 20
     compute_s: float = 0.05
