@@ -261,9 +261,29 @@ class CompiledPipeline:
 
 def _hit_hook(layout: PhvLayout, table: MatchTable, count: bool,
               meter: MeterArray | None) -> HitHook | None:
-    """BMv2's work on a hit before the action: count it (direct counter) and write the
-    entry's meter colour to the meter's ``result_target`` (direct meter; unconfigured is
-    green). None when the table has neither."""
+    """BMv2's work on a hit before the action: time-stamp the entry with the packet's
+    ingress timestamp (tables with support_timeout, as BMv2's ``update_ts``), count it
+    (direct counter) and write the entry's meter colour to the meter's ``result_target``
+    (direct meter; unconfigured is green). None when the table does none of these."""
+    inner = _resource_hook(layout, table, count, meter)
+    if not table.support_timeout or not layout.has_field("standard_metadata", "ingress_global_timestamp"):
+        return inner
+    ts = layout.field("standard_metadata", "ingress_global_timestamp").index
+
+    if inner is None:
+        def stamp(s: PacketState, entry: TableEntry) -> None:
+            entry.hit_us = s.values[ts]
+        return stamp
+
+    def stamp_then(s: PacketState, entry: TableEntry) -> None:
+        entry.hit_us = s.values[ts]
+        inner(s, entry)
+    return stamp_then
+
+
+def _resource_hook(layout: PhvLayout, table: MatchTable, count: bool,
+                   meter: MeterArray | None) -> HitHook | None:
+    """The direct counter's and direct meter's work on a hit (None: neither)."""
     if table.direct_meter_name is not None and (
             meter is None or meter.name != table.direct_meter_name):
         raise JsonFormatError(f"table {table.name!r}: direct meter "

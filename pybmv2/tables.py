@@ -91,6 +91,11 @@ class TableEntry:
     extra: dict[str, Any] = field(default_factory=dict)
     indirect: IndirectIndex | None = None  # set in indirect tables only
     meter: MeterCell | None = None  # the direct meter's configuration; None: always green
+    #: idle timeout (P4Runtime's idle_timeout_ns; 0: the entry does not age), tables with
+    #: support_timeout only
+    ttl_ns: int = 0
+    #: the switch clock (µs) of the entry's last hit, or of when its timeout was last set
+    hit_us: int = 0
 
 
 def _match_order(entry: TableEntry) -> tuple[int, int]:
@@ -136,6 +141,8 @@ class MatchTable:
         self.with_counters: bool = bool(spec.get("with_counters", False))
         #: the name of the table's direct meter array, else None
         self.direct_meter_name: str | None = spec.get("direct_meters") or None
+        #: entries may age (P4 ``support_timeout = true``): hits are time-stamped
+        self.support_timeout: bool = bool(spec.get("support_timeout", False))
         self.action_ids: tuple[int, ...] = tuple(int(a) for a in spec.get("action_ids", []))
         self.action_names = action_names
         self.next_tables: dict[str, str | None] = dict(spec.get("next_tables", {}))

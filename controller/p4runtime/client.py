@@ -190,6 +190,8 @@ class P4RuntimeClient:
         self._arbitration: queue.Queue[p4runtime_pb2.MasterArbitrationUpdate] = queue.Queue()
         self.packet_ins: queue.Queue[p4runtime_pb2.PacketIn] = queue.Queue()
         self.digests: queue.Queue[p4runtime_pb2.DigestList] = queue.Queue()
+        #: the switch's IdleTimeoutNotifications (entries of tables with support_timeout)
+        self.idle_timeouts: queue.Queue[p4runtime_pb2.IdleTimeoutNotification] = queue.Queue()
         self._stream_thread: threading.Thread | None = None
         self._stream_error: grpc.RpcError | None = None
 
@@ -262,6 +264,8 @@ class P4RuntimeClient:
                     self.packet_ins.put(msg.packet)
                 elif kind == "digest":
                     self.digests.put(msg.digest)
+                elif kind == "idle_timeout_notification":
+                    self.idle_timeouts.put(msg.idle_timeout_notification)
                 elif kind == "error":
                     log.warning("stream error from %s: %s", self.address, msg.error)
         except grpc.RpcError as exc:
@@ -545,5 +549,12 @@ class P4RuntimeClient:
     def packet_in(self, timeout: float = 1.0) -> p4runtime_pb2.PacketIn | None:
         try:
             return self.packet_ins.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def idle_timeout(self, timeout: float = 1.0) -> p4runtime_pb2.IdleTimeoutNotification | None:
+        """The next IdleTimeoutNotification the switch sent, or None after ``timeout`` s."""
+        try:
+            return self.idle_timeouts.get(timeout=timeout)
         except queue.Empty:
             return None

@@ -34,7 +34,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "nx_entry_set_counters": (c_int, [c_void_p, c_int, c_int64, c_uint64, c_uint64]),
     "nx_entry_meter": (c_int, [c_void_p, c_int, c_int64, c_int, DP]),
     "nx_pull_begin": (None, [c_void_p]),
-    "nx_table_take": (c_int64, [c_void_p, c_int, I64P, U64P, DP, c_int64]),
+    "nx_table_take": (c_int64, [c_void_p, c_int, I64P, U64P, DP, U64P, c_int64]),
     "nx_member_set": (c_int, [c_void_p, c_int, c_uint32, c_int32, U64P, c_int]),
     "nx_member_delete": (c_int, [c_void_p, c_int, c_uint32]),
     "nx_group_set": (c_int, [c_void_p, c_int, c_uint32, U32P, c_uint32]),

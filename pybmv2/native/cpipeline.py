@@ -112,6 +112,8 @@ class _PipelineGen:
 
     def on_hit(self, table: MatchTable) -> list[str]:
         lines = []
+        if table.support_timeout:
+            lines.append("entry_hit(t, e, std_get_ingress_global_timestamp(p));")
         if table.name in self.direct_counters:
             lines.append("entry_count(t, e, p->len);")
         meter = self.direct_meters.get(table.name)

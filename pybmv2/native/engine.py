@@ -272,17 +272,19 @@ class NativeEngine:
         """
         self._lib.nx_pull_begin(self._ctx)
 
-    def table_take(self, table: str) -> list[tuple[int, int, int, tuple[float, float, float]]]:
+    def table_take(self, table: str) -> list[tuple[int, int, int, tuple[float, float, float], int]]:
         """The entries packets hit before the last :meth:`pull_begin` and not taken yet:
-        (id, packets, bytes since they were last taken, meter state)."""
+        (id, packets, bytes since they were last taken, meter state, the ingress timestamp
+        of the last hit: tables with support_timeout, else 0)."""
         meta = self.table(table)
         cap = max(self._lib.nx_table_size(self._ctx, meta.tid), 1)
         eids, counts, meters = (c_int64 * cap)(), (c_uint64 * (2 * cap))(), (c_double * (3 * cap))()
-        out: list[tuple[int, int, int, tuple[float, float, float]]] = []
+        hits = (c_uint64 * cap)()
+        out: list[tuple[int, int, int, tuple[float, float, float], int]] = []
         while True:  # more than ``cap`` only after a pull that did not take everything
-            n = self._lib.nx_table_take(self._ctx, meta.tid, eids, counts, meters, cap)
+            n = self._lib.nx_table_take(self._ctx, meta.tid, eids, counts, meters, hits, cap)
             out += [(eids[i], counts[2 * i], counts[2 * i + 1],
-                     (meters[3 * i], meters[3 * i + 1], meters[3 * i + 2])) for i in range(n)]
+                     (meters[3 * i], meters[3 * i + 1], meters[3 * i + 2]), hits[i]) for i in range(n)]
             if n < cap:
                 return out
 

@@ -323,10 +323,12 @@ class EngineMirror:
         engine.pull_begin()
         for name in self.program.tables:
             by_eid = self._by_eid[name]
-            for eid, packets, nbytes, state in engine.table_take(name):
+            for eid, packets, nbytes, state, hit_us in engine.table_take(name):
                 k = by_eid[eid]
                 k.entry.packets += packets
                 k.entry.bytes += nbytes
+                if hit_us > k.entry.hit_us:  # a timeout set later (a MODIFY) restarts the clock
+                    k.entry.hit_us = hit_us
                 if k.entry.meter is not None:
                     k.entry.meter._tokens[:] = state
                     k.tokens = tuple(state)

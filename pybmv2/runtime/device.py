@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import grpc
 from google.rpc import status_pb2
@@ -36,7 +36,9 @@ from pybmv2.runtime import (
     table_ops,
     table_reads,
 )
+from pybmv2.runtime.codec import encode_match_key
 from pybmv2.runtime.errors import P4RuntimeError, batch_status, from_target_error
+from pybmv2.runtime.idle_timeouts import SWEEP_INTERVAL_US
 from pybmv2.runtime.packetio import packet_in_message, packet_out_frame
 from pybmv2.runtime.pipeline import Pipeline, build_pipeline
 from pybmv2.runtime.values import EntryValue, entry_from_proto
@@ -101,11 +103,14 @@ class DeviceManager:
         self._batch_lock = threading.Lock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
+        #: the switch clock (µs) of the next idle-timeout sweep (BMv2 sweeps every second)
+        self._next_sweep_us: int | None = None
+        self._idle_lock = threading.Lock()
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the digest-timeout thread."""
+        """Start the thread of digest timeouts and idle-timeout sweeps."""
         if self._ticker is None:
             self._stop.clear()
             self._ticker = threading.Thread(target=self._tick_loop, daemon=True,
@@ -121,10 +126,61 @@ class DeviceManager:
     def _tick_loop(self) -> None:
         while not self._stop.wait(TICK_SECONDS):
             p = self._pipeline
-            if p is None or not p.digests.needs_ticks():
+            if p is None:
                 continue
-            for msg in p.digests.tick(time.monotonic_ns()):
-                self._emit(p4runtime_pb2.StreamMessageResponse(digest=msg))
+            if p.digests.needs_ticks():
+                for msg in p.digests.tick(time.monotonic_ns()):
+                    self._emit(p4runtime_pb2.StreamMessageResponse(digest=msg))
+            try:
+                self.idle_tick()
+            except Exception:  # a failed sweep must not stop digests: logged, retried next tick
+                log.exception("idle-timeout sweep failed")
+
+    def idle_tick(self) -> None:
+        """Run the idle-timeout sweeps due on the switch's clock (every second, each at its
+        own time, as BMv2's sweep loop catches up), then send what PI's 100 ms buffer holds
+        when it is due. The device's thread calls it every 10 ms; a test that sets the
+        switch's clock may call it itself."""
+        p = self._pipeline
+        if p is None or not any(t.support_timeout for t in p.tables.values()):
+            return
+        with self._idle_lock:
+            now = self.switch.now_us()
+            if self._next_sweep_us is None:
+                self._next_sweep_us = now + SWEEP_INTERVAL_US
+            if now >= self._next_sweep_us:
+                with self.switch.lock:
+                    self.switch.refresh()  # the native engine's hit times
+                    while now >= self._next_sweep_us:
+                        p.ageing.sweep(p.tables, self._next_sweep_us)
+                        self._next_sweep_us += SWEEP_INTERVAL_US
+            due = p.ageing.take_due(now)
+        if due:
+            self._emit(p4runtime_pb2.StreamMessageResponse(
+                idle_timeout_notification=self._idle_notification(p, due)))
+
+    def restart_sweeps(self) -> None:
+        """The next idle-timeout sweep one interval from now on the switch's clock (a test
+        that sets the clock calls it after doing so)."""
+        with self._idle_lock:
+            self._next_sweep_us = self.switch.now_us() + SWEEP_INTERVAL_US
+
+    @staticmethod
+    def _idle_notification(p: Pipeline, reported: Sequence[tuple[str, Any]]) -> p4runtime_pb2.IdleTimeoutNotification:
+        """PI's IdleTimeoutNotification: each entry's table id, match, priority, controller
+        metadata and idle_timeout_ns (no action), and the steady clock's time of sending."""
+        ids = {tb.target_name: (tid, tb) for tid, tb in p.binding.tables.items()}
+        msg = p4runtime_pb2.IdleTimeoutNotification()
+        for name, entry in reported:
+            if name not in ids:
+                continue
+            tid, tb = ids[name]
+            out = msg.table_entry.add(table_id=tid)
+            encode_match_key(tb, entry.key, entry.priority, out)
+            out.controller_metadata = entry.metadata
+            out.idle_timeout_ns = entry.ttl_ns
+        msg.timestamp = time.monotonic_ns()
+        return msg
 
     @property
     def pipeline(self) -> Pipeline | None:
@@ -154,6 +210,7 @@ class DeviceManager:
                 self._commit(self._saved)
                 return
             pipeline = build_pipeline(config, startup)
+            pipeline.clock_us = self.switch.now_us
             if action == SetAction.VERIFY:
                 return
             if action == SetAction.VERIFY_AND_SAVE:
@@ -179,6 +236,7 @@ class DeviceManager:
                                      f"the target cannot load this program: {exc}") from exc
             self.switch.on_digest = self._on_digest
             self._pipeline = pipeline
+            self._next_sweep_us = None  # the new pipeline's sweeps start a second from its first tick
             self._saved = None
             startup = self.switch.startup
             line = None

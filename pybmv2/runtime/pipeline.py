@@ -9,6 +9,7 @@ replicas and the digest buffers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import grpc
@@ -21,6 +22,7 @@ from pybmv2.program import Program
 from pybmv2.runtime.digests import DigestEngine
 from pybmv2.runtime.errors import P4RuntimeError, from_target_error
 from pybmv2.runtime.hash_order import StdHashOrder
+from pybmv2.runtime.idle_timeouts import AgeingMonitor
 from pybmv2.runtime.p4info import (
     ControllerHeader,
     P4Ids,
@@ -77,6 +79,10 @@ class Pipeline:
     profiles: dict[int, ProfileManager] = field(default_factory=dict)
     #: P4Info table id -> the wire encoder of its entries (a cache, filled by reads)
     read_encoders: dict[int, TableEncoder] = field(default_factory=dict)
+    #: the switch's clock, µs (entries' idle timeouts run on it; the device sets it)
+    clock_us: Callable[[], int] = field(default=lambda: 0)
+    #: the idle-timeout sweeps of the tables with support_timeout
+    ageing: AgeingMonitor = field(default_factory=AgeingMonitor)
 
     def table(self, table_id: int) -> tuple[TableBinding, MatchTable]:
         """The binding and target table of a P4Info table id (INVALID_ARGUMENT if none)."""

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from p4.config.v1 import p4info_pb2
 
 from pybmv2.externs import MeterRates
+from pybmv2.runtime.idle_timeouts import elapsed_ns
 from pybmv2.runtime.p4info import P4InfoIndex, TableBinding
 from pybmv2.tables import ActionCall, TableEntry
 
@@ -198,10 +199,10 @@ class TableEncoder:
         return body
 
     def entity(self, entry: TableEntry, action: bytes, *, counters: bool = False,
-               meter: MeterRates | None = None) -> bytes:
+               meter: MeterRates | None = None, now_us: int | None = None) -> bytes:
         """The ReadResponse field of one entry, given its encoded ``action`` field;
         ``counters``: with its direct counters' ``counter_data``; ``meter``: with this
-        ``meter_config``."""
+        ``meter_config``; ``now_us``: with ``time_since_last_hit`` measured to that time."""
         body = self._head + self.match(entry.key) + action
         if entry.priority > 0:
             body += b"\x20" + varint(entry.priority)
@@ -211,6 +212,11 @@ class TableEncoder:
             body += _field(0x32, _meter_config(meter))
         if counters:
             body += _field(0x3A, _counter_data(entry))
+        if entry.ttl_ns:
+            body += b"\x48" + varint(entry.ttl_ns)
+        if now_us is not None:
+            elapsed = elapsed_ns(entry.ttl_ns, entry.hit_us, now_us)
+            body += _field(0x52, b"\x08" + varint(elapsed) if elapsed else b"")
         metadata = entry.extra.get("metadata", b"")
         if metadata:
             body += _field(0x5A, metadata)

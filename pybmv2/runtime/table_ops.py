@@ -73,12 +73,9 @@ def _check_direct_resources(tb: TableBinding, msg: EntryValue) -> MeterRates | N
 def _check_ttl(tb: TableBinding, msg: EntryValue) -> None:
     if msg.idle_timeout_ns < 0:
         raise invalid("idle_timeout_ns must be a positive value")
-    if msg.idle_timeout_ns > 0:
-        if not tb.info.supports_idle_timeout:
-            raise invalid("idle_timeout_ns must be set to 0 for tables which do not support "
-                          "idle timeout")
-        raise P4RuntimeError(grpc.StatusCode.UNIMPLEMENTED,
-                             "idle timeout is not supported by this target")
+    if msg.idle_timeout_ns > 0 and not tb.info.supports_idle_timeout:
+        raise invalid("idle_timeout_ns must be set to 0 for tables which do not support "
+                      "idle timeout")
 
 
 def _check_default_key(n_matches: int, priority: int) -> None:
@@ -197,7 +194,8 @@ def _insert(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -
         raise P4RuntimeError(grpc.StatusCode.ALREADY_EXISTS,
                              "Match entry exists, use MODIFY if you wish to change action")
     index = _realize(p, tb, plan, "Error when adding match entry to target")
-    entry = TableEntry(key, call, priority, metadata=msg.controller_metadata, indirect=index)
+    entry = TableEntry(key, call, priority, metadata=msg.controller_metadata, indirect=index,
+                       ttl_ns=msg.idle_timeout_ns, hit_us=p.clock_us())  # the timeout starts now
     if msg.metadata:
         entry.extra["metadata"] = msg.metadata
     entry.meter = meter_cell(rates)
@@ -243,6 +241,10 @@ def _modify(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -
                               extra={**entry.extra, "metadata": msg.metadata})
     if msg.meter_config is not None:
         entry = table.replace(entry, meter=meter_cell(rates))
+    if tb.info.supports_idle_timeout:
+        # PI (f96af95) sets the timeout on every MODIFY, even an unchanged one, and BMv2's
+        # set_entry_ttl restarts the entry's clock
+        entry = table.replace(entry, ttl_ns=msg.idle_timeout_ns, hit_us=p.clock_us())
     if msg.counter_data is not None:
         packets, nbytes = merge_counts(_counter_unit(p, tb), msg.counter_data,
                                        (entry.packets, entry.bytes))

@@ -28,6 +28,7 @@ from pybmv2.runtime.codec import (
     encode_meter_config,
     invalid,
 )
+from pybmv2.runtime.idle_timeouts import elapsed_ns
 from pybmv2.runtime.p4info import TableBinding
 from pybmv2.runtime.pipeline import Pipeline
 from pybmv2.runtime.profile_ops import IndirectView
@@ -51,6 +52,8 @@ class TableRead:
     entries: list[TableEntry]
     #: the member, group and one-shot ids of an indirect table's entries
     indirect: IndirectView | None
+    #: the switch's clock when the snapshot was taken (µs): time_since_last_hit is measured to it
+    now_us: int = 0
 
 
 def _find(table: MatchTable, key: tuple, priority: int) -> TableEntry | None:
@@ -101,7 +104,7 @@ def _snapshot_one(p: Pipeline, table_id: int,
     indirect = None
     if tb.info.implementation_id:
         indirect = p.profiles[tb.info.implementation_id].view()
-    return TableRead(tb, _encoder(p, tb), requested, entries, indirect)
+    return TableRead(tb, _encoder(p, tb), requested, entries, indirect, p.clock_us())
 
 
 def snapshot(p: Pipeline, requested: p4runtime_pb2.TableEntry) -> list[TableRead | bytes]:
@@ -151,6 +154,8 @@ def encode(read: TableRead, pause: Callable[[], None] | None = None) -> Iterator
     tb, requested, encoder = read.tb, read.requested, read.encoder
     counters = requested.HasField("counter_data") and bool(tb.info.direct_counter_id)
     meters = requested.HasField("meter_config")
+    # snapshot() refused time_since_last_hit on a table without idle timeouts
+    now_us = read.now_us if requested.HasField("time_since_last_hit") else None
     filtered = bool(requested.action.action.action_id or requested.priority
                     or requested.controller_metadata or requested.metadata)
     entity = encoder.entity
@@ -160,7 +165,7 @@ def encode(read: TableRead, pause: Callable[[], None] | None = None) -> Iterator
         if filtered and not _matches_filters(entry, tb, requested):
             continue
         rates = entry.meter.rates if meters and entry.meter is not None else None
-        yield entity(entry, _action_field(read, entry), counters=counters, meter=rates)
+        yield entity(entry, _action_field(read, entry), counters=counters, meter=rates, now_us=now_us)
 
 
 @dataclass(frozen=True)
@@ -217,4 +222,7 @@ def entry_message(read: TableRead, entry: TableEntry) -> p4runtime_pb2.TableEntr
         encode_counter_data(entry.packets, entry.bytes, out.counter_data)
     if requested.HasField("meter_config") and entry.meter is not None:
         encode_meter_config(entry.meter.rates, out.meter_config)
+    out.idle_timeout_ns = entry.ttl_ns
+    if requested.HasField("time_since_last_hit"):
+        out.time_since_last_hit.elapsed_ns = elapsed_ns(entry.ttl_ns, entry.hit_us, read.now_us)
     return out

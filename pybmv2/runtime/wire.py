@@ -7,7 +7,7 @@ decodes the request most Writes are, table-entry updates, into plain values
 that request with protobuf instead. It returns None, never a guess, for:
 
 - entities other than ``table_entry``; a TableEntry with ``meter_config``,
-  ``counter_data``, ``meter_counter_data``, ``idle_timeout_ns`` or ``time_since_last_hit``;
+  ``counter_data``, ``meter_counter_data`` or ``time_since_last_hit``;
   an indirect (action profile) or empty ``TableAction``; a FieldMatch without a match or
   with ``other``;
 - unknown fields, known fields with an unexpected wire type, tags not encoded in one byte
@@ -220,7 +220,7 @@ def _entity(buf: bytes, pos: int, end: int, actions: dict[bytes, ActionValue]) -
 
 def _table_entry(buf: bytes, pos: int, end: int,
                  actions: dict[bytes, ActionValue]) -> EntryValue:
-    table_id = priority = controller_metadata = 0
+    table_id = priority = controller_metadata = idle_timeout_ns = 0
     is_default = is_const = False
     metadata = b""
     matches: list[MatchValue] = []
@@ -249,16 +249,21 @@ def _table_entry(buf: bytes, pos: int, end: int,
         elif tag == 0x40:  # is_default_action = 8 (bool)
             value, pos = _varint(buf, pos)
             is_default = bool(value)
+        elif tag == 0x48:  # idle_timeout_ns = 9 (int64)
+            idle_timeout_ns, pos = _varint(buf, pos)
+            if idle_timeout_ns >= 1 << 63:
+                idle_timeout_ns -= 1 << 64
         elif tag == 0x5A:  # metadata = 11 (bytes)
             metadata, pos = _bytes(buf, pos, end)
         elif tag == 0x68:  # is_const = 13 (bool)
             value, pos = _varint(buf, pos)
             is_const = bool(value)
-        else:  # meter_config, counter_data, idle_timeout_ns, time_since_last_hit, ...
+        else:  # meter_config, counter_data, time_since_last_hit, ...
             raise _Unsupported(f"TableEntry tag {tag:#x}")
     _done(pos, end)
     return EntryValue(table_id, tuple(matches), None if action is None else "action", action,
-                      priority, controller_metadata, metadata, is_default, is_const)
+                      priority, controller_metadata, metadata, is_default, is_const,
+                      idle_timeout_ns=idle_timeout_ns)
 
 
 #: FieldMatch tag -> (match kind, tag of its second field: 0 none, 0x10 varint, 0x12 bytes)

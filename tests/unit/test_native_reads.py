@@ -205,7 +205,7 @@ def _to(route: int) -> bytes:
 
 def _taken(engine: NativeEngine) -> dict[int, int]:
     engine.pull_begin()
-    return {eid: packets for eid, packets, _, _ in engine.table_take("RailIngress.ipv4_lpm")}
+    return {eid: packets for eid, packets, _, _, _ in engine.table_take("RailIngress.ipv4_lpm")}
 
 
 def test_entries_deleted_after_packets_hit_them_leave_the_others_counts_exact() -> None:

@@ -30,7 +30,7 @@ SUPPORTED = {
     "Update": {"type", "entity"},
     "Entity": {"table_entry"},
     "TableEntry": {"table_id", "match", "action", "priority", "controller_metadata",
-                   "is_default_action", "metadata", "is_const"},
+                   "is_default_action", "metadata", "is_const", "idle_timeout_ns"},
     "FieldMatch": {"field_id", "exact", "ternary", "lpm", "range", "optional"},
     "Exact": {"value"}, "LPM": {"value", "prefix_len"}, "Ternary": {"value", "mask"},
     "Range": {"low", "high"}, "Optional": {"value"},
@@ -99,6 +99,8 @@ def _table_entry(rng: random.Random, te: p4runtime_pb2.TableEntry) -> None:
         te.controller_metadata = _u(rng, 64)
     te.is_default_action = rng.random() < 0.2
     te.is_const = rng.random() < 0.1
+    if rng.random() < 0.3:  # int64: negative values are 10-byte varints
+        te.idle_timeout_ns = rng.choice((1, 10**9, -1, -(1 << 63), (1 << 63) - 1, rng.getrandbits(40)))
     if rng.random() < 0.3:
         te.metadata = _bytes(rng)
 
@@ -226,8 +228,7 @@ def test_every_other_field_is_declined(message: str, field: str) -> None:
 
 def test_the_unsupported_fields_cover_the_brief() -> None:
     names = set(_unsupported_fields())
-    for field in ("meter_config", "counter_data", "meter_counter_data", "idle_timeout_ns",
-                  "time_since_last_hit"):
+    for field in ("meter_config", "counter_data", "meter_counter_data", "time_since_last_hit"):
         assert ("TableEntry", field) in names
     assert ("Entity", "counter_entry") in names and ("FieldMatch", "other") in names
     assert ("Entity", "direct_meter_entry") in names

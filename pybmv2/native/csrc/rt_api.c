@@ -246,7 +246,8 @@ NX_EXPORT void nx_pull_begin(void *h) {
 /* take the entries the data plane touched in the generation a pull ended: their ids, the
  * counts since they were last taken and meter state (peak tokens, committed tokens, last
  * update); cap >= size */
-NX_EXPORT i64 nx_table_take(void *h, int tid, i64 *eids, u64 *counts, double *meters, i64 cap) {
+NX_EXPORT i64 nx_table_take(void *h, int tid, i64 *eids, u64 *counts, double *meters, u64 *hits,
+                            i64 cap) {
     ctx_t *cx = h;
     table_t *t = tbl(cx, tid);
     if (!t) return NX_EINVAL;
@@ -263,6 +264,7 @@ NX_EXPORT i64 nx_table_take(void *h, int tid, i64 *eids, u64 *counts, double *me
         e->seen_pkts = p;
         e->seen_bytes = b;
         meter_get(&e->meter, meters + 3 * n);
+        hits[n] = LD(&e->hit_us);
         n++;
     }
     touched_keep(l, i);

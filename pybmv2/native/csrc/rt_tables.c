@@ -46,6 +46,7 @@ typedef struct {
     u32 tpos;        /* its place in that generation's list */
     u64 pkts, bytes; /* counted by the packet thread, never reset */
     u64 seen_pkts, seen_bytes; /* what the control plane has taken of them */
+    u64 hit_us;      /* the ingress timestamp of its last hit (tables with support_timeout) */
     meter_t meter;
     u64 kw[]; /* a[nw] (value, low), then b[nw] (mask, high) */
 } entry_t;
@@ -332,6 +333,12 @@ static inline void entry_touch(table_t *t, entry_t *e) {
         e->mark = g;
         e->tpos = at;
     }
+}
+
+/* time-stamp a hit of an entry that may age (BMv2's update_ts: the packet's ingress time) */
+static inline void entry_hit(table_t *t, entry_t *e, u64 ts_us) {
+    ST(&e->hit_us, ts_us);
+    entry_touch(t, e);
 }
 
 static inline void entry_count(table_t *t, entry_t *e, u64 nbytes) {
