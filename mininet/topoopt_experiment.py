@@ -68,8 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_common_options(p, "topoopt", repetitions=3)
     p.add_argument("--servers", type=int, default=16, help="servers of both fabrics")
     p.add_argument("--degrees", default="2,3,4", help="comma-separated TopoOpt degrees (NICs per server)")
-    p.add_argument("--rate-mbps", type=float, default=25.0,
-                   help="each TopoOpt NIC; the fat-tree NIC gets d x this")
+    p.add_argument("--rate-mbps", type=float, default=5.0,
+                   help="each TopoOpt NIC; the fat-tree NIC gets d x this (at 10 and 25 the fat-tree's collectives put "
+                        "the 2-core machine at 68-98%%: undecided)")
     p.add_argument("--fat-tree-radix", type=int, default=8,
                    help="the fat-tree's switch radix: leaves of radix/2 servers under 2 spines; 0: one leaf for "
                         "all servers (at 25 Mb/s that leaf used 65-85%% of a core on 2 cores: switch-bound)")

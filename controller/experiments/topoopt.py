@@ -47,7 +47,7 @@ class TopoOptConfig:
     engine: str | None = None
     servers: int = 16
     degrees: tuple[int, ...] = (2, 3, 4)
-    rate_mbps: float = 25.0
+    rate_mbps: float = 5.0
     repetitions: int = 3
     allreduce_bytes: int = 1280 * 1024
     alltoall_bytes: int = 640 * 1024
