@@ -154,8 +154,9 @@ def encode(read: TableRead, pause: Callable[[], None] | None = None) -> Iterator
     tb, requested, encoder = read.tb, read.requested, read.encoder
     counters = requested.HasField("counter_data") and bool(tb.info.direct_counter_id)
     meters = requested.HasField("meter_config")
-    # snapshot() refused time_since_last_hit on a table without idle timeouts
-    now_us = read.now_us if requested.HasField("time_since_last_hit") else None
+    # snapshot() refused time_since_last_hit on a table without idle timeouts; PI leaves it
+    # out for a const table's entries (it skips its store for them)
+    now_us = read.now_us if requested.HasField("time_since_last_hit") and not tb.info.is_const_table else None
     filtered = bool(requested.action.action.action_id or requested.priority
                     or requested.controller_metadata or requested.metadata)
     entity = encoder.entity
@@ -223,6 +224,6 @@ def entry_message(read: TableRead, entry: TableEntry) -> p4runtime_pb2.TableEntr
     if requested.HasField("meter_config") and entry.meter is not None:
         encode_meter_config(entry.meter.rates, out.meter_config)
     out.idle_timeout_ns = entry.ttl_ns
-    if requested.HasField("time_since_last_hit"):
+    if requested.HasField("time_since_last_hit") and not tb.info.is_const_table:
         out.time_since_last_hit.elapsed_ns = elapsed_ns(entry.ttl_ns, entry.hit_us, read.now_us)
     return out

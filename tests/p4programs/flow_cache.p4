@@ -3,7 +3,8 @@
  * so PI refuses an idle_timeout_ns there. A hit in either table writes the entry's port to
  * r2; the default action marks a miss with 0xff. Egress has a flow table of its own
  * (`egress_flows`, with support_timeout), hit on b32, so that an entry hit only in egress is
- * kept alive too. */
+ * kept alive too. `pinned` has const entries and support_timeout: PI reads its entries back
+ * without time_since_last_hit. */
 #include <core.p4>
 #include <v1model.p4>
 #include "include/conformance_headers.p4"
@@ -37,10 +38,19 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
         default_action = miss();
     }
 
+    table pinned {
+        key = { hdr.probe.a8: exact; }
+        actions = { fwd; miss; }
+        default_action = miss();
+        support_timeout = true;
+        const entries = { 1 : fwd(4); 2 : fwd(5); }
+    }
+
     apply {
         sm.egress_spec = 1;
         if (!hdr.probe.isValid()) { exit; }
         if (!flows.apply().hit) { ports.apply(); }
+        pinned.apply();
     }
 }
 

@@ -124,6 +124,7 @@ def test_a_flow_cache_ages_as_on_bmv2(target_name: str, switch_engine: str | Non
         # (every second) reports it by 3.5 s, PI's 100 ms buffer by 3.6 s
         notified = _notified(sw, 3.9)
         expired = _read(sw, "I.flows", since=True) + _read(sw, "E.egress_flows", since=True)
+        pinned = _read(sw, "I.pinned", since=True)  # const entries: PI leaves time_since_last_hit out
         # every MODIFY restarts the timeout, one that keeps it too (PI sets it on each)
         restart = _write(sw, p4runtime_pb2.Update.MODIFY, _entry(sw, "I.flows", b"\x01", 3 * SECOND_NS, meta=8))
         keep = _write(sw, p4runtime_pb2.Update.MODIFY, _entry(sw, "I.flows", b"\x02", 5 * SECOND_NS // 2, port=3))
@@ -133,7 +134,7 @@ def test_a_flow_cache_ages_as_on_bmv2(target_name: str, switch_engine: str | Non
     assert int(after["AQ=="]["time_since_last_hit"].get("elapsed_ns", 0)) < 500_000_000, after["AQ=="]
     assert int(after["Ag=="]["time_since_last_hit"].get("elapsed_ns", 0)) < 500_000_000, after["Ag=="]
     got = {"writes": writes, "read_back": read_back, "time_since_last_hit_refused": refused,
-           "notified": notified, "read_after_expiry": expired}
+           "notified": notified, "read_after_expiry": expired, "const_entries": pinned}
     if record:
         GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
         return
