@@ -54,6 +54,23 @@ def test_wildcard_reads_match_bmv2(program, target_name: str, pytestconfig: pyte
     assert got == expected
 
 
+def test_default_entries_read_back_as_on_bmv2(target_name: str, pytestconfig: pytest.Config) -> None:
+    """Every table's default entry, a const default action's included: PI sets no is_const
+    on any of them (simple_switch_grpc 1.15.5), only is_default_action and the action."""
+    record = bool(pytestconfig.getoption("--record-golden"))
+    if record and target_name != "bmv2":
+        pytest.fail("--record-golden records what BMv2 does: use it with --target bmv2")
+    path = GOLDEN / "matching.defaults.json"
+    with open_target(target_name, pipeline_files(MATCHING.name, PROGRAM_DIRS[1])) as sw:
+        got = [json_format.MessageToDict(e, preserving_proto_field_name=True)
+               for e in sw.client.read_default_entries(sorted(t.id for t in sw.schema.tables))]
+    if record:
+        path.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+        return
+    assert got == json.loads(path.read_text())
+    assert not any(e.get("is_const") for e in got)
+
+
 def test_an_indirect_tables_default_entry_reads_back_without_an_action(target_name: str) -> None:
     """PI reads the default entry of a table with an action selector back with no action
     (simple_switch_grpc 1.15.5), whatever the program's default_action."""
