@@ -193,6 +193,13 @@ def _insert(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -
     if _find(table, key, priority) is not None:
         raise P4RuntimeError(grpc.StatusCode.ALREADY_EXISTS,
                              "Match entry exists, use MODIFY if you wish to change action")
+    translated = next((mf for mf in tb.info.match_fields if mf.translated), None)
+    if translated is not None:
+        # PI translates nothing: BMv2 gets the P4Runtime-width key and refuses every entry
+        raise P4RuntimeError(grpc.StatusCode.UNKNOWN,
+                             f"Error when adding match entry to target: match field {translated.name!r} is of a "
+                             f"@p4runtime_translation type ({translated.bitwidth} bits in the P4Info), which PI "
+                             "does not translate; simple_switch_grpc refuses every entry of this table")
     index = _realize(p, tb, plan, "Error when adding match entry to target")
     entry = TableEntry(key, call, priority, metadata=msg.controller_metadata, indirect=index,
                        ttl_ns=msg.idle_timeout_ns, hit_us=p.clock_us())  # the timeout starts now
