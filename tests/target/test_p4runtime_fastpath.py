@@ -324,16 +324,18 @@ def _fallback_cases(c: Corpus) -> None:
         c.up(Update.MODIFY, register_entry=p4runtime_pb2.RegisterEntry()),
         c.up(INS, c.te("I.t_lpm", lpm(1, net(50), 8), action="I.nop"))), fast=False)
     lpm33 = lpm(1, net(51), 8)
-    entries = [c.te("I.t_lpm", lpm33, action="I.nop") for _ in range(6)]
+    entries = [c.te("I.t_lpm", lpm33, action="I.nop") for _ in range(5)]
     entries[0].meter_config.cir = 1
     entries[1].counter_data.packet_count = 3
-    entries[2].idle_timeout_ns = 5
-    entries[3].time_since_last_hit.elapsed_ns = 1
-    entries[4].action.action_profile_member_id = 1
-    entries[5].action.Clear()
-    entries[5].action.SetInParent()
+    entries[2].time_since_last_hit.elapsed_ns = 1
+    entries[3].action.action_profile_member_id = 1
+    entries[4].action.Clear()
+    entries[4].action.SetInParent()
     for i, e in enumerate(entries):
         c.add(f"table entry the decoder declines ({i})", c.request(c.up(INS, e)), fast=False)
+    ttl = c.te("I.t_lpm", lpm33, action="I.nop")
+    ttl.idle_timeout_ns = 5  # decoded (a flow cache's inserts); refused: the table has no timeout
+    c.add("idle_timeout_ns on a table without support_timeout", c.request(c.up(INS, ttl)), fast=True)
     other = c.te("I.t_lpm", action="I.nop")
     other.match.add(field_id=1).other.type_url = "x"
     c.add("FieldMatch.other", c.request(c.up(INS, other)), fast=False)

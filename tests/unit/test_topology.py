@@ -209,7 +209,7 @@ def test_the_topoopt_experiment_predicts_the_tax_from_the_routes_and_refuses_bad
     assert expected_tax(topoopt(16, 4)) < expected_tax(topoopt(16, 2))  # more strides, shorter routes
     topo, tree = fabrics(TopoOptConfig(servers=16, degrees=(3,)), 3)
     hosts = {lk.rate_mbps for lk in tree.links if not tree.is_switch(lk.a.node) or not tree.is_switch(lk.b.node)}
-    assert topo.params["strides"] == [1, 3, 7] and hosts == {75.0}  # one NIC of 3 x 25 Mb/s
+    assert topo.params["strides"] == [1, 3, 7] and hosts == {15.0}  # one NIC of 3 x 5 Mb/s
     with pytest.raises(ConfigError, match="--degree"):
         TopoOptConfig(servers=8, degrees=(3,))
 
