@@ -1,6 +1,8 @@
-"""The link monitors every experiment's rows carry: a TCP flow that keeps its NIC's queue full
-is seen carrying its link's configured rate while busy, and a link that only carried pings is
-not judged.
+"""The link monitors every experiment's rows carry: a UDP flow offered at twice its link's rate
+keeps the sender's NIC queue full, and that NIC is seen carrying its configured rate while
+busy; a link that only carried pings is not judged. (UDP, not TCP: how deep a TCP sender's
+queue gets depends on where the path's bottleneck sits, which differs between the switch
+engines, and a queue that never holds a period's worth is rightly not judged.)
 Through a fabric's own sampler (:func:`cpu_sampler.fabric_cpu_sampler`), as the experiments
 use it."""
 
@@ -19,7 +21,7 @@ cpu_sampler = load_emulation_module("cpu_sampler")
 RATE_MBPS = 10
 
 
-def test_a_backlogged_link_is_seen_carrying_its_rate(target_name: str, tmp_path: Path) -> None:
+def test_a_busy_link_is_seen_carrying_its_rate(target_name: str, tmp_path: Path) -> None:
     topo = rail_only(2, 1, rate_mbps=RATE_MBPS)
     address = topo.hosts[1].nics[0].address
     with fabric_net.EmulatedFabric(topo, target=target_name, publish=False, log_dir=tmp_path) as fab:
@@ -31,7 +33,7 @@ def test_a_backlogged_link_is_seen_carrying_its_rate(target_name: str, tmp_path:
             with sampler.measure() as quiet:
                 fab.host("s0").cmd(f"ping -c 3 -i 0.2 -W 2 {address}")
             with sampler.measure() as bulk:
-                out = fab.host("s0").cmd(f"iperf3 -c {address} -p 5201 -t 2")
+                out = fab.host("s0").cmd(f"iperf3 -c {address} -p 5201 -u -b {2 * RATE_MBPS}M -t 2")
         finally:
             server.kill()
             server.wait()
@@ -40,9 +42,9 @@ def test_a_backlogged_link_is_seen_carrying_its_rate(target_name: str, tmp_path:
     assert idle is not None and idle.backlogged == 0 and idle.carried is None, idle
     use = bulk[0].links
     assert use is not None and use.links == 4 and use.backlogged >= 1, use
-    # the flow's path held the queue (the sender's NIC, or the switch's port to the receiver):
-    # while busy it sent its configured rate (htb runs a few per cent over it while busy)
-    assert use.slowest in {"s0-eth0", "rail0-eth2"} and use.fastest in {"s0-eth0", "rail0-eth2"}, use
+    # the sender's NIC held the queue, and while busy sent its configured rate (htb runs a few
+    # per cent over it while busy)
+    assert use.slowest == "s0-eth0" and use.fastest in {"s0-eth0", "rail0-eth2"}, use
     assert 0.9 <= use.carried <= 1.1, use
     assert use.overshoot is not None and use.overshoot <= 1.05, use
     row = cpu_row(bulk[0])
