@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeAlias, TypeVar
+from typing import TypeAlias, TypeVar
 
 import grpc
 from google.rpc import status_pb2
@@ -43,6 +43,7 @@ from pybmv2.runtime.packetio import packet_in_message, packet_out_frame
 from pybmv2.runtime.pipeline import Pipeline, build_pipeline
 from pybmv2.runtime.values import EntryValue, entry_from_proto
 from pybmv2.switch import DigestSample, V1Switch
+from pybmv2.tables import TableEntry
 
 __all__ = ["DeviceManager", "Frames"]
 
@@ -166,7 +167,8 @@ class DeviceManager:
             self._next_sweep_us = self.switch.now_us() + SWEEP_INTERVAL_US
 
     @staticmethod
-    def _idle_notification(p: Pipeline, reported: Sequence[tuple[str, Any]]) -> p4runtime_pb2.IdleTimeoutNotification:
+    def _idle_notification(p: Pipeline, reported: Sequence[tuple[str, TableEntry]]
+                           ) -> p4runtime_pb2.IdleTimeoutNotification:
         """PI's IdleTimeoutNotification: each entry's table id, match, priority, controller
         metadata and idle_timeout_ns (no action), and the steady clock's time of sending."""
         ids = {tb.target_name: (tid, tb) for tid, tb in p.binding.tables.items()}
