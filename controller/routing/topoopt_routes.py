@@ -11,38 +11,34 @@ which neighbour receives it. Only positive strides are usable when transmit is o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from controller.errors import ConfigError
 from controller.p4runtime.entities import TableRule
 from controller.topology.model import Topology
-from controller.topology.totient import stride_graph
+from controller.topoopt.wiring import Hop, Wiring, stride_perm
 
-__all__ = ["HostRoute", "circuit_rules", "compile_host_routes", "host_commands", "walk"]
-
-
-@dataclass(frozen=True, slots=True)
-class HostRoute:
-    """On ``server``: traffic for ``destination`` leaves through NIC ``nic`` to ``next_hop``."""
-
-    server: int
-    destination: int
-    nic: int
-    next_hop: int
-    hops: int  # length of the whole path
+__all__ = ["HostRoute", "circuit_rules", "compile_host_routes", "host_commands", "walk", "wiring_of"]
 
 
-def _first_hops(n: int, strides: list[int]) -> dict[int, tuple[int, int]]:
-    """distance -> (NIC index of the first stride, hop count), by BFS over forward strides."""
-    import networkx as nx
+HostRoute = Hop
 
-    graph = stride_graph(n, strides)
-    first: dict[int, tuple[int, int]] = {0: (-1, 0)}
-    for v, u in nx.bfs_predecessors(graph, 0):
-        first[v] = (first[u][0] if u else graph.edges[u, v]["index"], first[u][1] + 1)
-    if len(first) < n:
-        raise ConfigError("<topology>", "params.strides", strides, f"do not connect {n} servers with one-way circuits")
-    return first
+
+def wiring_of(topo: Topology) -> Wiring:
+    """The circuits of TopoOpt fabric ``topo`` (``params.circuits``, or its strides)."""
+    if topo.kind != "topoopt":
+        raise ConfigError(topo.name, "kind", topo.kind, "host-based routes are for TopoOpt fabrics")
+    n = len(topo.hosts)
+    circuits = topo.params.get("circuits")
+    if circuits is None:
+        strides = list(topo.params.get("strides") or [])  # type: ignore[call-overload]
+        if not strides:
+            raise ConfigError(topo.name, "params", None, "a TopoOpt fabric needs params.circuits or params.strides")
+        return Wiring(n, tuple(stride_perm(n, st) for st in strides))
+    if not isinstance(circuits, list) or any(not isinstance(p, list) for p in circuits):
+        raise ConfigError(topo.name, "params.circuits", circuits, "a list of permutations (lists of servers or null)")
+    try:
+        return Wiring(n, tuple(tuple(p) for p in circuits), tuple(topo.params.get("labels") or ()))  # type: ignore[arg-type]
+    except ConfigError as exc:
+        raise ConfigError(topo.name, f"params.{exc.key}", exc.value, exc.problem) from None
 
 
 def compile_host_routes(topo: Topology) -> dict[int, list[HostRoute]]:
@@ -53,21 +49,11 @@ def compile_host_routes(topo: Topology) -> dict[int, list[HostRoute]]:
     >>> [(r.destination, r.nic, r.next_hop, r.hops) for r in routes[0][:4]]
     [(1, 0, 1, 1), (2, 0, 1, 2), (3, 1, 3, 1), (4, 0, 1, 2)]
     """
-    if topo.kind != "topoopt":
-        raise ConfigError(topo.name, "kind", topo.kind, "host-based routes are for TopoOpt fabrics")
-    n = len(topo.hosts)
-    strides = list(topo.params["strides"])  # type: ignore[call-overload]
-    first = _first_hops(n, strides)
-    routes: dict[int, list[HostRoute]] = {}
-    for s in range(n):
-        out = []
-        for t in range(n):
-            if t == s:
-                continue
-            nic, hops = first[(t - s) % n]
-            out.append(HostRoute(s, t, nic, (s + strides[nic]) % n, hops))
-        routes[s] = out
-    return routes
+    wiring = wiring_of(topo)
+    try:
+        return wiring.routes()
+    except ConfigError:
+        raise ConfigError(topo.name, "params.circuits", None, "do not connect every pair of servers") from None
 
 
 def walk(routes: dict[int, list[HostRoute]], src: int, dst: int) -> list[int]:
@@ -83,7 +69,8 @@ def walk(routes: dict[int, list[HostRoute]], src: int, dst: int) -> list[int]:
 
 def circuit_rules(topo: Topology, ocs: str) -> list[TableRule]:
     """The pinned circuits of circuit switch ``ocs{i}`` (TopoOpt's one-shot configuration):
-    server ``s``'s transmit fiber on port ``s + 1`` goes to port ``s + delta_i + 1``.
+    server ``s``'s transmit fiber on port ``s + 1`` goes to the port of ``perms[i][s]``
+    (``s + delta_i`` on a ring).
 
     >>> from controller.topology import topoopt
     >>> [(r.match["standard_metadata.ingress_port"].value, r.params["port"])
@@ -97,12 +84,10 @@ def circuit_rules(topo: Topology, ocs: str) -> list[TableRule]:
     if sw.program != "circuit_switch":
         raise ConfigError(topo.name, f"switch {ocs}", sw.program, "a TopoOpt fabric's circuit switches run circuit_switch")
     n = len(topo.hosts)
-    strides = list(topo.params["strides"])  # type: ignore[call-overload]
     i = int(ocs.removeprefix("ocs"))
     port_of = {peer.node: port for port, peer in topo.switch_ports(ocs).items()}
     ports = [port_of[f"s{s}"] for s in range(n)]
-    return circuit_switch_rules(one_shot([tuple((s + strides[i]) % n for s in range(n))], name=topo.name), 0,
-                                ports=ports)
+    return circuit_switch_rules(one_shot([wiring_of(topo).perms[i]], name=topo.name), 0, ports=ports)
 
 
 def host_commands(topo: Topology) -> dict[str, list[str]]:

@@ -1,6 +1,6 @@
 """Topology model, strict loading, validation and generators."""
 
-from controller.topology.generators import rail_fat_tree, rail_only, topoopt
+from controller.topology.generators import rail_fat_tree, rail_only, topoopt, topoopt_wired
 from controller.topology.loader import dump_topology, load_topology, parse_topology
 from controller.topology.model import Endpoint, Host, Link, Nic, Switch, Topology
 from controller.topology.optical import optical
@@ -22,4 +22,5 @@ __all__ = [
     "rail_only",
     "require_valid",
     "topoopt",
+    "topoopt_wired",
 ]

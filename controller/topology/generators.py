@@ -15,6 +15,7 @@ from controller.errors import ConfigError
 from controller.topology.model import JUMBO_MTU, Endpoint, Host, Link, Nic, Switch, Topology
 from controller.topology.totient import diameter, ring_strides, totient_candidates
 from controller.topology.validate import MAX_PORT
+from controller.topoopt.wiring import Wiring, stride_perm
 
 __all__ = [
     "UPLINK_ROUTINGS",
@@ -213,8 +214,8 @@ def topoopt(n: int, d: int, *, rate_mbps: float | None = 100.0, program: str = "
     """n servers of degree d, each NIC i wired through OCS i to the ring of stride delta_i.
 
     >>> t = topoopt(8, 2)
-    >>> t.params["strides"], t.params["diameter"]
-    ([1, 3], 2)
+    >>> t.params["strides"], t.params["diameter"], t.params["circuits"][1][:3]
+    ([1, 3], 2, [3, 4, 5])
     """
     if n < 3:
         raise _bad("--servers", n, "a TopoOpt fabric needs at least 3 servers")
@@ -226,15 +227,37 @@ def topoopt(n: int, d: int, *, rate_mbps: float | None = 100.0, program: str = "
         raise _bad("--degree", d, f"needs at least {need} servers: {n} servers have {usable} distinct ring "
                                   f"strides (coprime with {n}, up to {n // 2})")
     strides = ring_strides(n, d)
+    wiring = Wiring(n, tuple(stride_perm(n, st) for st in strides), tuple(f"ring {st}" for st in strides))
+    return topoopt_wired(wiring, rate_mbps=rate_mbps, program=program, name=name or f"topoopt-{n}x{d}", mtu=mtu,
+                         params={"strides": strides, "diameter": diameter(n, strides)})
+
+
+def topoopt_wired(wiring: Wiring, *, rate_mbps: float | None = 100.0, program: str = "circuit_switch",
+                  name: str | None = None, mtu: int = JUMBO_MTU, params: dict[str, object] | None = None) -> Topology:
+    """A TopoOpt fabric of any wiring (TopologyFinder's): NIC i of server s patched through
+    OCS i to server ``wiring.perms[i][s]`` (none where that is None).
+
+    >>> from controller.topoopt.wiring import Wiring
+    >>> t = topoopt_wired(Wiring(4, ((1, 0, 3, 2), (2, 3, 0, 1)), ("mp", "mp")), name="pairs")
+    >>> t.params["labels"], t.params["longest_route"]
+    (['mp', 'mp'], 2)
+    """
+    n, d = wiring.n, wiring.degree
+    if not wiring.connected:
+        raise _bad("circuits", wiring.labels, "do not connect every pair of servers")
     hosts = []
     for s in range(n):
         nics = tuple(Nic(f"eth{i}", f"10.{100 + i}.{(s + 1) >> 8}.{(s + 1) & 255}/16", _nic_mac(100 + i, s))
-                     for i in range(len(strides)))
+                     for i in range(d))
         hosts.append(Host(f"s{s}", nics, 0))
-    switches = [Switch(f"ocs{i}", "ocs", program, i + 1, None, None) for i in range(len(strides))]
+    switches = [Switch(f"ocs{i}", "ocs", program, i + 1, None, None) for i in range(d)]
     links = [Link(Endpoint(f"s{s}", f"eth{i}"), Endpoint(f"ocs{i}", s + 1), rate_mbps)
-             for i in range(len(strides)) for s in range(n)]
-    params: dict[str, object] = {"servers": n, "degree": d, "strides": strides,
-                                 "diameter": diameter(n, strides), "rate_mbps": rate_mbps}
-    return Topology(name or f"topoopt-{n}x{d}", "topoopt", tuple(hosts), tuple(switches), tuple(links), params,
-                    mtu=mtu)
+             for i in range(d) for s in range(n)]
+    longest = max(wiring.distance(s, t) for s in range(n) for t in range(n))
+    strides = [p[0] for p in wiring.perms if p[0] is not None and p == stride_perm(n, p[0])]
+    if len(strides) == d:  # rings over every server only: TotientPerms
+        params = {"strides": strides, **(params or {})}
+    out: dict[str, object] = {"servers": n, "degree": d, **(params or {}), "rate_mbps": rate_mbps,
+                              "circuits": [list(p) for p in wiring.perms], "labels": list(wiring.labels),
+                              "longest_route": longest}
+    return Topology(name or f"topoopt-{n}x{d}", "topoopt", tuple(hosts), tuple(switches), tuple(links), out, mtu=mtu)
