@@ -7,6 +7,8 @@ for its frame tags). Functions that time themselves return ``{phase name: second
   (possibly with PXN relays), in place.
 - :func:`hier_allreduce`: reduce-scatter inside the server, ring all-reduce of the shard
   along the rail, all-gather inside the server.
+- :func:`rings_allreduce`: one all-reduce split over several rings at once (mutable).
+- :func:`transfers`: point-to-point sends and receives, all at once.
 - :func:`alltoall`: executes an :class:`AlltoallPlan` (direct, or hierarchical rail-only).
 - :func:`barrier`: gather to and release from rank ``(0, 0)`` over local and rail-0 hops.
 """
@@ -36,6 +38,8 @@ __all__ = [
     "ring_allgather",
     "ring_allreduce",
     "ring_reduce_scatter",
+    "rings_allreduce",
+    "transfers",
 ]
 
 Timings = dict[str, float]
@@ -191,3 +195,82 @@ def barrier(mesh: Mesh) -> None:
         mesh.exchange(sends=[(parent, up, nothing)])
         mesh.exchange(recvs=[(parent, down, nothing)])
     mesh.exchange(sends=[(c, down, nothing) for c in children])
+
+
+def _layers(plans: list[RingPlan], me: int) -> list[list[int]]:
+    """The rings (indices) split into layers in which this rank sends to distinct peers and
+    receives from distinct peers: one connection carries one frame at a time."""
+    layers: list[tuple[set[int], set[int], list[int]]] = []
+    for k, plan in enumerate(plans):
+        role = plan.role(me)
+        for outs, ins, members in layers:  # noqa: B007 (the layer found is used below)
+            if role.send_to not in outs and role.recv_from not in ins:
+                break
+        else:
+            outs, ins, members = set(), set(), []
+            layers.append((outs, ins, members))
+        outs.add(role.send_to)  # type: ignore[arg-type]
+        ins.add(role.recv_from)  # type: ignore[arg-type]
+        members.append(k)
+    return [members for _, _, members in layers]
+
+
+def rings_allreduce(mesh: Mesh, plans: list[RingPlan], buf: np.ndarray, shares: list[float]) -> Timings:
+    """Sum ``buf`` over the rings' members, in place, splitting it over every ring in
+    proportion to ``shares`` (TopoOpt's mutable all-reduce): ring ``k`` reduces its slice with
+    a reduce-scatter and an all-gather, all rings at once, step by step.
+
+    Every ring must hold the same members, without relays; each rank calls it with the same
+    plans and shares. Phases ``reduce_scatter``, ``allgather``.
+    """
+    me = mesh.me.rank
+    cid = mesh.next_cid()
+    m = plans[0].size if plans else 1
+    if m < 2 or any(p.size != m or me not in p.order for p in plans):
+        if m >= 2:
+            raise ValueError(f"rank {me}: every ring must hold the same {m} members")
+        return {"reduce_scatter": 0.0, "allgather": 0.0}
+    weights = [max(0.0, s) for s in shares]
+    total = sum(weights) or 1.0
+    edges = [0]
+    for w in weights:
+        edges.append(min(len(buf), edges[-1] + round(len(buf) * w / total)))
+    edges[-1] = len(buf)
+    slices = [buf[a:b] for a, b in itertools.pairwise(edges)]
+    bounds = [chunk_bounds(len(s), m) for s in slices]
+    roles = [p.role(me) for p in plans]
+    layers = _layers(plans, me)
+    tmps = [np.empty(max(b - a for a, b in bd), dtype=buf.dtype) for bd in bounds]
+    timings: Timings = {}
+    for phase, reduce in (("reduce_scatter", True), ("allgather", False)):
+        t0 = time.perf_counter()
+        shift = 1 if reduce else 0
+        for s in range(m - 1):
+            for layer in layers:
+                sends, recvs, adds = [], [], []
+                for k in layer:
+                    role, bd, sl = roles[k], bounds[k], slices[k]
+                    i = role.position
+                    tag = make_tag(cid, (k << 12) | (2 * s + (0 if reduce else 1)))
+                    sa, sb = bd[(i - s - shift) % m]
+                    ra, rb = bd[(i - s - shift - 1) % m]
+                    into = tmps[k][:rb - ra] if reduce else sl[ra:rb]
+                    sends.append((role.send_to, tag, sl[sa:sb]))
+                    recvs.append((role.recv_from, tag, into))
+                    if reduce:
+                        adds.append((sl[ra:rb], into))
+                mesh.exchange(sends=sends, recvs=recvs)
+                for dst, src in adds:
+                    np.add(dst, src, out=dst)
+        timings[phase] = time.perf_counter() - t0
+    return timings
+
+
+def transfers(mesh: Mesh, sends: list[tuple[int, np.ndarray]], recvs: list[tuple[int, np.ndarray]]) -> Timings:
+    """Point-to-point transfers (model-parallel activations), all at once: ``sends`` to
+    peers, ``recvs`` from peers into the given arrays (one of each per peer at most).
+    Phase ``transfers``."""
+    tag = make_tag(mesh.next_cid(), 0)
+    t0 = time.perf_counter()
+    mesh.exchange(sends=[(p, tag, b) for p, b in sends], recvs=[(p, tag, b) for p, b in recvs])
+    return {"transfers": time.perf_counter() - t0}

@@ -235,6 +235,11 @@ class Executor:
             return [step], used
         if cmd.op == "train_step":
             return self._train_step(cmd), 4 * n
+        if cmd.op == "job_step":
+            from workloads.job_step import parse_step, step_parts
+
+            job = parse_step(cmd.step, self.layout.world)
+            return step_parts(job, self.me.rank, self.mesh), sum(n for s, _, n in job.mp if s == self.me.rank)
         raise ValueError(f"no steps for op {cmd.op!r}")
 
     def _train_step(self, cmd: Command) -> list[_Step]:

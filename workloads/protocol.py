@@ -17,6 +17,8 @@ Driver -> worker, one JSON object a line::
          "moe_bytes": 0, "moe_alltoall": "hier_alltoall", "moe_count": 1},
      "training": {...},     # ckpt_train only: one iteration of a real data-parallel job
                             # (workloads.checkmate.training.TrainingConfig)
+     "step": {...},         # job_step only: compute, model-parallel transfers, all-reduces
+                            # over several rings (workloads.job_step)
      "verify": true,        # check the result against the deterministic inputs
      "seq": S}              # optional, echoed: lets the driver drop stale results
 
@@ -49,7 +51,7 @@ from workloads.plan import ALLTOALL_SCHEDULES, RING_KINDS
 __all__ = ["OPS", "Command", "Parallelism", "error_result", "parse_command", "parse_ready",
            "ready_line"]
 
-OPS = ("allreduce", "hier_allreduce", "alltoall", "hier_alltoall", "train_step", "ckpt_train", "quit")
+OPS = ("allreduce", "hier_allreduce", "alltoall", "hier_alltoall", "train_step", "ckpt_train", "job_step", "quit")
 DP_OPS = ("allreduce", "hier_allreduce", "rail_allreduce")
 MOE_OPS = ("alltoall", "hier_alltoall")
 _PAR_KEYS = ("dp_allreduce", "ring", "tp_bytes", "moe_bytes", "moe_alltoall", "moe_count")
@@ -116,11 +118,11 @@ class Command:
     """One parsed command line.
 
     >>> parse_command('{"op": "allreduce", "bytes": 1024, "iter": 3}')
-    Command(op='allreduce', bytes=1024, iter=3, ring='pxn', schedule='pairwise', compute_s=0.0, parallelism=Parallelism(dp_allreduce='hier_allreduce', ring='pxn', tp_bytes=0, moe_bytes=0, moe_alltoall='hier_alltoall', moe_count=1), verify=True, seq=None, training=None)
+    Command(op='allreduce', bytes=1024, iter=3, ring='pxn', schedule='pairwise', compute_s=0.0, parallelism=Parallelism(dp_allreduce='hier_allreduce', ring='pxn', tp_bytes=0, moe_bytes=0, moe_alltoall='hier_alltoall', moe_count=1), verify=True, seq=None, training=None, step=None)
     >>> parse_command({"op": "alltoall", "colour": 1})
     Traceback (most recent call last):
     ...
-    workloads.errors.CommandError: unknown key 'colour' (known: bytes, compute_s, iter, op, parallelism, ring, schedule, seq, training, verify)
+    workloads.errors.CommandError: unknown key 'colour' (known: bytes, compute_s, iter, op, parallelism, ring, schedule, seq, step, training, verify)
     """
 
     op: str
@@ -136,6 +138,8 @@ class Command:
     seq: int | None = None
     #: ckpt_train only: the training job (:class:`workloads.checkmate.training.TrainingConfig`)
     training: Mapping[str, Any] | None = None
+    #: job_step only: the iteration (:mod:`workloads.job_step`), checked by the executor
+    step: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"op": self.op, "bytes": self.bytes, "iter": self.iter}
@@ -148,6 +152,8 @@ class Command:
             out["parallelism"] = {k: getattr(self.parallelism, k) for k in _PAR_KEYS}
         if self.training is not None:
             out["training"] = dict(self.training)
+        if self.step is not None:
+            out["step"] = dict(self.step)
         out["verify"] = self.verify
         if self.seq is not None:
             out["seq"] = self.seq
@@ -165,8 +171,8 @@ def parse_command(line: str | Mapping[str, Any]) -> Command:
         obj = line
     if not isinstance(obj, Mapping):
         raise CommandError(f"a command is a JSON object (got {obj!r})")
-    _unknown(obj, {"op", "bytes", "iter", "ring", "schedule", "compute_s", "parallelism", "verify", "seq", "training"},
-             "")
+    _unknown(obj, {"op", "bytes", "iter", "ring", "schedule", "compute_s", "parallelism", "verify", "seq", "training",
+                   "step"}, "")
     op = _choice(obj, "op", "", OPS)
     compute = obj.get("compute_s", 0.0)
     if isinstance(compute, bool) or not isinstance(compute, int | float) or compute < 0:
@@ -178,7 +184,10 @@ def parse_command(line: str | Mapping[str, Any]) -> Command:
     training = obj.get("training")
     if (op == "ckpt_train") != isinstance(training, Mapping):
         raise CommandError(f"training: an object for ckpt_train, and only for it (got {training!r})")
-    return Command(training=training, op=op, bytes=_int(obj, "bytes", 0), iter=_int(obj, "iter", 0, minimum=None),
+    step = obj.get("step")
+    if (op == "job_step") != isinstance(step, Mapping):
+        raise CommandError(f"step: an object for job_step, and only for it (got {step!r})")
+    return Command(training=training, step=step, op=op, bytes=_int(obj, "bytes", 0), iter=_int(obj, "iter", 0, minimum=None),
                    ring=_choice(obj, "ring", "pxn", RING_KINDS),
                    schedule=_choice(obj, "schedule", "pairwise", ALLTOALL_SCHEDULES), compute_s=float(compute),
                    parallelism=Parallelism.from_dict(obj.get("parallelism", {})), verify=verify, seq=seq)
