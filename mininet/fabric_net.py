@@ -115,7 +115,7 @@ class EmulatedFabric:
                  calendar_queues: bool = False, margin_us: int = 0,
                  switch_args_of: Mapping[str, tuple[str, ...]] | None = None,
                  pcap_dir: Path | None = None, log_level: str = "info", run_dir: Path | None = None,
-                 engine: str | None = None) -> None:
+                 engine: str | None = None, frame_skbs: bool = False) -> None:
         self.topo = require_valid(topo, topo.name)
         if calendar_queues and target != "python":
             raise EmulationError("calendar queues are a Python-target extension: on BMv2 a packet whose "
@@ -137,6 +137,8 @@ class EmulatedFabric:
         #: the Python target's packet engine (None: mlfabric-switch's default, auto)
         self.engine = engine
         self.shape = shape
+        #: hosts' TCP hands their qdiscs one frame per packet (:func:`host_config.prepare_commands`)
+        self.frame_skbs = frame_skbs
         #: make traffic sourced from NIC r's address leave through NIC r (the fat-tree's
         #: direct cross-rail path); without it the kernel picks the NIC by destination
         self.source_routing = source_routing
@@ -295,7 +297,7 @@ class EmulatedFabric:
                 cmds += [f"ip link set {intf} address {nic.mac}", f"ip addr flush dev {intf}",
                          f"ip addr add {nic.ip} dev {intf}", f"ip link set {intf} up"]
                 arp += [(ip, mac, intf) for other, ip, mac in by_rail.get(nic.rail, []) if other != h.name]
-            cmds += prepare_commands(_intf_name(h.name, n.name) for n in h.nics)
+            cmds += prepare_commands((_intf_name(h.name, n.name) for n in h.nics), frame_skbs=self.frame_skbs)
             cmds += static_arp_commands(arp)
             if self.source_routing:
                 cmds += self._rail_source_routes(h)

@@ -12,18 +12,28 @@ __all__ = ["chunks", "prepare_commands", "prepare_host", "rto_min_commands", "ru
            "static_arp_commands"]
 
 
-def prepare_commands(intfs: Iterable[str]) -> list[str]:
+def prepare_commands(intfs: Iterable[str], *, frame_skbs: bool = False) -> list[str]:
     """Turn off checksum/segmentation offloads and IPv6 noise on the given interfaces.
 
     A frame leaving a veth with checksum offload carries no valid TCP/UDP checksum; a
     software switch forwards it as it is and the receiver drops it. IPv6 router and
     neighbour solicitations would only add noise to experiments. TCP keeps its congestion
     window across idle gaps, so that a collective's later steps do not restart slow start.
+
+    With ``frame_skbs``, TCP also builds one-segment packets (``gso_max_segs 1``). With
+    segmentation offload off, TCP still hands the qdisc GSO packets of up to 64 kB (Linux
+    segments them after the qdisc), and htb charges one as a whole: at 5 Mbit/s with jumbo
+    frames a link then sends 7 frames (60 kB) at once and idles for 97 ms, so a 200 ms busy
+    stretch reads as low as 73% of the rate. One frame per packet shapes frames as a NIC
+    does, at some CPU per byte.
     """
     cmds = ["sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1",
             # collectives reuse connections after idle gaps: keep their windows (as DC hosts do)
             "sysctl -qw net.ipv4.tcp_slow_start_after_idle=0"]
-    cmds += [f"ethtool -K {i} tx off rx off tso off gso off gro off lro off 2>/dev/null" for i in intfs if i != "lo"]
+    intfs = [i for i in intfs if i != "lo"]
+    cmds += [f"ethtool -K {i} tx off rx off tso off gso off gro off lro off 2>/dev/null" for i in intfs]
+    if frame_skbs:
+        cmds += [f"ip link set dev {i} gso_max_segs 1" for i in intfs]
     return cmds
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from qdisc_stats import QdiscReader
+from shaped_link import htb_burst
 
 from controller.experiments.link_rate import LinkUse, QueueSample, link_use
 
@@ -39,6 +40,13 @@ class ShapedEnd:
     interface: str
     label: str
     rate_bps: float
+    #: what htb may send at once: its burst (:func:`shaped_link.htb_burst`) and the frame that
+    #: overdraws it (htb sends while it has any tokens left)
+    burst_bytes: int = 15_000 + 1518
+
+
+def _send_at_once(mtu: int) -> int:
+    return htb_burst(mtu) + mtu + 18
 
 
 def shaped_ends(net: object) -> list[ShapedEnd]:
@@ -50,7 +58,8 @@ def shaped_ends(net: object) -> list[ShapedEnd]:
             if bw:
                 node = intf.node
                 pid = int(node.pid) if getattr(node, "inNamespace", False) else None
-                out.append(ShapedEnd(pid, intf.name, intf.name, float(bw) * 1e6))
+                out.append(ShapedEnd(pid, intf.name, intf.name, float(bw) * 1e6,
+                                     _send_at_once(int(getattr(intf, "mtu", 1500) or 1500))))
     return out
 
 
@@ -118,5 +127,5 @@ class LinkMonitor:
             thread.join()
             for reader in readers.values():
                 reader.close()
-        out.append(link_use(series, {e.label: e.rate_bps for e in ends},
+        out.append(link_use(series, {e.label: e.rate_bps for e in ends}, bursts={e.label: e.burst_bytes for e in ends},
                             sched_delay_ms=round(1e3 * max(late), 3) if late else None))

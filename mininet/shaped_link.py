@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from mininet.link import Link, TCIntf
 
-__all__ = ["ShapedIntf", "ShapedLink", "htb_r2q"]
+__all__ = ["ShapedIntf", "ShapedLink", "htb_burst", "htb_r2q"]
 
 TARGET_QUANTUM_BYTES = 10_000
 
@@ -29,6 +29,15 @@ def htb_r2q(rate_mbps: float, mtu: int = 1500) -> int:
     rate_bytes = rate_mbps * 1e6 / 8
     frame = mtu + 18  # Ethernet header and FCS
     return max(1, min(int(rate_bytes / max(TARGET_QUANTUM_BYTES, frame)), int(rate_bytes / frame) or 1))
+
+
+def htb_burst(mtu: int = 1500) -> int:
+    """The bytes htb may send at once on a link of ``mtu``: Mininet's 15 kB, or two frames.
+
+    >>> htb_burst(), htb_burst(9000)
+    (15000, 18036)
+    """
+    return max(15_000, 2 * (mtu + 18)) if mtu > 1500 else 15_000
 
 
 class ShapedIntf(TCIntf):
@@ -53,7 +62,7 @@ class ShapedIntf(TCIntf):
             cmds = [c.replace("htb default 1", f"htb default 1 r2q {r2q}") for c in cmds]
             if self.mtu > 1500:  # burst and cburst of at least one frame (htb's cburst default is 1,600 B)
                 frame = self.mtu + 18
-                cmds = [c.replace("burst 15k", f"burst {max(15_000, 2 * frame)} cburst {frame}") for c in cmds]
+                cmds = [c.replace("burst 15k", f"burst {htb_burst(self.mtu)} cburst {frame}") for c in cmds]
         return cmds, parent
 
 
