@@ -34,7 +34,7 @@ run-rotor: setup ## round-robin optical fabric: throughput vs slice/duty cycle, 
 run-tdtcp: setup ## TDTCP: per-TDN transport vs one shared state vs kernel CUBIC across alternating fast/slow TDNs
 	@$(MLFABRIC) experiment run tdtcp --target $(TARGET) $(EXPERIMENT_ARGS)
 
-run-topoopt: setup ## TopoOpt direct-connect vs fat-tree: collectives and the bandwidth tax of host forwarding
+run-topoopt: setup ## TopoOpt co-optimized vs TotientPerms only and fat-trees of equal cost and bandwidth, on two jobs
 	@$(MLFABRIC) experiment run topoopt --target $(TARGET) $(EXPERIMENT_ARGS)
 
 model-rail-only: setup ## the analytical cost/power and iteration-time model: tables and plots in results/

@@ -249,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
                "          mlfabric experiment run checkmate --repetitions 5 --loss-rate 0.01\n"
                "          mlfabric experiment run rotor --target bmv2 --slices-ms 16,32,64 --duty-cycles 0.8,0.5\n"
                "          mlfabric experiment run tdtcp --day-ms 20 --fast 16/500 --slow 2/2500\n"
-               "          mlfabric experiment run topoopt --servers 16 --degrees 2,3,4\n"
+               "          mlfabric experiment run topoopt --degrees 2,3,4 --jobs topologies/jobs/topoopt-transformer.yaml\n"
                "          mlfabric experiment run rail-only --help",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     er.add_argument("-h", "--help", action=ExperimentOptionsHelp,

@@ -1,41 +1,63 @@
-"""The TopoOpt experiment's pure side: configuration, the fabrics compared, what the compiled
-routes predict for the bandwidth tax, counters in, figures out.
+"""The TopoOpt experiment's pure side: configuration, the four fabrics each job runs on, the
+iteration each fabric's workers execute, counters in, figures and verdicts out.
 
-A TopoOpt fabric of ``servers`` servers of degree ``d`` (each NIC patched through a circuit
-switch into a TotientPerms ring: one-way circuits, the servers forwarding for each other)
-against a fat-tree of the same servers whose one NIC has the same total rate, d NICs' worth
-(at equal injection bandwidth, the non-blocking packet switch TopoOpt is measured against).
-The fat-tree is two-tier by default: leaves of ``fat_tree_radix / 2`` servers under two
-spines, with full bisection. One leaf for all 16 servers (``fat_tree_radix=None``) used 65-85%
-of a core at 25 Mb/s, so its times were the switch's, not the network's.
-Collectives: ring all-reduce along the stride-1 permutation (rank r on server r, so ring
-neighbours share a circuit) and direct all-to-all over the multi-hop routes; both check
-their results.
+Per job (a DLRM-like and a transformer-like one, :mod:`controller.topoopt.job`) and degree
+``d``, four fabrics of the same servers, each with the strategy searched for it:
+
+- ``topoopt``: TopoOpt co-optimized, the alternation of TopologyFinder and the strategy
+  search (:func:`controller.topoopt.search.co_optimize`), its best round;
+- ``totient``: TopoOpt with TotientPerms rings only (round 0: the strategy searched on it);
+- ``fat-tree-cost``: a fat-tree of equal cost: one NIC of ``d x rate / 3.2`` per server (the
+  paper: an ideal switch costs about 3.2x TopoOpt);
+- ``fat-tree-bw``: a fat-tree of equal bandwidth: one NIC of ``d x rate``.
+
+The fat-trees are two-tier (leaves of ``fat_tree_radix / 2`` servers under two spines, full
+bisection), so that no single leaf carries everything. Every fabric's workers run the same
+iteration as the model (:mod:`controller.topoopt.timing`): compute, the model-parallel
+transfers, then every all-reduce split over its rings, each result checked.
 
 The *bandwidth tax* is what the fabric carries over what the servers inject. Every frame a
 server's NICs transmit crosses one circuit (``/proc/net/dev``), and its kernel counts those
 it forwarded for others (``ForwDatagrams``); the tax is the frames carried over the frames
-originated (carried minus forwarded), ACKs included. (The kernel's ``OutRequests`` will not
-do: it counts TCP's segments before software segmentation.) Uniform all-to-all spreads data
-and ACKs evenly over the server pairs, so the compiled routes predict its tax exactly: the
-mean route length.
+originated (carried minus forwarded), ACKs included.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from controller.errors import ConfigError
-from controller.routing.topoopt_routes import compile_host_routes
-from controller.topology import rail_fat_tree, topoopt
+from controller.routing.topoopt_routes import wiring_of
+from controller.topology import rail_fat_tree, topoopt_wired
 from controller.topology.model import Topology
+from controller.topoopt.demand import compute_ms, demand
+from controller.topoopt.job import Job, Strategy, load_job
+from controller.topoopt.search import (
+    Round,
+    best_round,
+    co_optimize,
+    fat_tree_score,
+    search_strategy,
+)
+from controller.topoopt.timing import Timing, all_group_rings
+from controller.topoopt.wiring import Wiring
 
-__all__ = ["PAPER_TAX", "TopoOptConfig", "expected_tax", "fabrics", "forwarded", "mean_sd", "tax", "tx_frames"]
+__all__ = ["COST_RATIO", "DEFAULT_JOBS", "FABRICS", "PAPER_TAX", "Planned", "TopoOptConfig", "Variant",
+           "expected_tax", "forwarded", "mean_sd", "plan", "step_spec", "tax", "tx_frames"]
 
 #: the paper's bandwidth tax of host forwarding (lecture notes, fig. 13), by degree
 PAPER_TAX = {4: 1.11, 8: 1.05}
+#: an ideal switch of TopoOpt's bandwidth costs about this many TopoOpt fabrics (the paper)
+COST_RATIO = 3.2
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_JOBS = (str(REPO / "topologies/jobs/topoopt-dlrm.yaml"), str(REPO / "topologies/jobs/topoopt-transformer.yaml"))
+#: the fabrics of every (job, degree), in the order they run
+FABRICS = {"topoopt": "TopoOpt, co-optimized", "totient": "TopoOpt, TotientPerms only",
+           "fat-tree-cost": "fat-tree, equal cost", "fat-tree-bw": "fat-tree, equal bandwidth"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,14 +67,18 @@ class TopoOptConfig:
     target: str = "python"
     #: the Python target's packet engine (mlfabric-switch --engine); None: its default
     engine: str | None = None
-    servers: int = 16
-    degrees: tuple[int, ...] = (2, 3, 4)
+    jobs: tuple[str, ...] = DEFAULT_JOBS
+    #: None: each job's own server count
+    servers: int | None = None
+    degrees: tuple[int, ...] = (3, 4)
     rate_mbps: float = 5.0
     repetitions: int = 3
-    allreduce_bytes: int = 1280 * 1024
-    alltoall_bytes: int = 640 * 1024
+    #: untimed iterations first on every fabric (TCP windows, ARP, caches)
+    warmup: int = 1
     #: the fat-tree switches' radix: leaves of radix/2 servers under 2 spines (None: one leaf)
     fat_tree_radix: int | None = 8
+    cost_ratio: float = COST_RATIO
+    seed: int = 0
 
     def __post_init__(self) -> None:
         def bad(key: str, value: object, problem: str) -> ConfigError:
@@ -60,42 +86,126 @@ class TopoOptConfig:
 
         if self.target not in ("python", "bmv2"):
             raise bad("--target", self.target, "is python or bmv2")
-        if self.servers < 3:
-            raise bad("--servers", self.servers, "must be >= 3")
+        if not self.jobs:
+            raise bad("--jobs", self.jobs, "name at least one job file")
         if not self.degrees or min(self.degrees) < 1:
             raise bad("--degrees", self.degrees, "are >= 1")
-        if self.repetitions < 1:
-            raise bad("--repetitions", self.repetitions, "must be >= 1")
-        for d in self.degrees:
-            topoopt(self.servers, d)  # refuses a degree these servers cannot have, by name
-        if self.fat_tree_radix is not None:
-            try:
-                rail_fat_tree(self.servers, 1, radix=self.fat_tree_radix)
-            except ConfigError:
-                raise bad("--fat-tree-radix", self.fat_tree_radix, "must be a power of two >= 4 (0: one leaf)") from None
+        if self.repetitions < 1 or self.warmup < 0:
+            raise bad("--repetitions", (self.repetitions, self.warmup), "repetitions >= 1, warm-up >= 0")
+        if self.rate_mbps <= 0 or self.cost_ratio <= 0:
+            raise bad("--rate-mbps", (self.rate_mbps, self.cost_ratio), "a positive rate and cost ratio")
+        if self.servers is not None and self.servers < 3:
+            raise bad("--servers", self.servers, "must be >= 3")
+        for job in self.load_jobs():
+            if self.fat_tree_radix is not None:
+                try:
+                    rail_fat_tree(job.servers, 1, radix=self.fat_tree_radix)
+                except ConfigError:
+                    raise bad("--fat-tree-radix", self.fat_tree_radix,
+                              "must be a power of two >= 4 (0: one leaf)") from None
+            from controller.topoopt.finder import totient_wiring
+
+            for d in self.degrees:
+                try:
+                    totient_wiring(job.servers, d)
+                except ConfigError as exc:
+                    raise bad("--degrees", d, exc.problem) from None
+
+    def load_jobs(self) -> list[Job]:
+        return [resized(load_job(p), self.servers) for p in self.jobs]
 
 
-def fabrics(cfg: TopoOptConfig, d: int) -> tuple[Topology, Topology]:
-    """The TopoOpt fabric of degree ``d`` and its fat-tree (one NIC of ``d`` x the rate).
+def resized(job: Job, servers: int | None) -> Job:
+    """``job`` on ``servers`` servers (its own count if None), from its default strategy."""
+    import dataclasses
 
-    >>> topo, tree = fabrics(TopoOptConfig(degrees=(2,)), 2)
-    >>> sorted(s.name for s in tree.switches)
-    ['rail0-leaf0', 'rail0-leaf1', 'rail0-leaf2', 'rail0-leaf3', 'spine0', 'spine1']
-    >>> len(fabrics(TopoOptConfig(degrees=(2,), fat_tree_radix=None), 2)[1].switches)
-    3
+    if servers is None or servers == job.servers:
+        return job
+    if job.model == "dlrm":
+        tables = min(job.tables, servers)
+        start = Strategy(tables=tuple(t * servers // tables % servers for t in range(tables)))
+        return dataclasses.replace(job, name=f"{job.name.rsplit('-', 1)[0]}-{servers}", servers=servers,
+                                   tables=tables, strategy=start)
+    stages = job.strategy.stages if servers % job.strategy.stages == 0 else 1
+    return dataclasses.replace(job, name=f"{job.name.rsplit('-', 1)[0]}-{servers}", servers=servers,
+                               strategy=Strategy(stages=stages, placement=tuple(range(servers))))
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """One fabric of a (job, degree): its topology, strategy, the model's iteration and the
+    workers' ``step`` (:mod:`workloads.job_step`)."""
+
+    fabric: str
+    topology: Topology
+    strategy: Strategy
+    model: Timing
+    step: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A (job, degree): the alternation's rounds and the four fabrics."""
+
+    job: Job
+    degree: int
+    rounds: list[Round] = field(default_factory=list)
+    variants: list[Variant] = field(default_factory=list)
+
+
+def _bytes(mb: float) -> int:
+    return round(mb * 1e6 / 4) * 4
+
+
+def step_spec(job: Job, strategy: Strategy, wiring: Wiring | None) -> dict[str, Any]:
+    """The workers' iteration: ``job`` under ``strategy`` on ``wiring`` (its rings), or on a
+    fat-tree (None: each group one ring in its members' order).
+
+    >>> from controller.topoopt.job import Job, Strategy
+    >>> j = Job(name="t", model="transformer", servers=4, compute_ms=100, params_mb=0.002, activation_mb=0.001,
+    ...         micro_batches=2, strategy=Strategy(stages=2, placement=(0, 1, 2, 3)))
+    >>> s = step_spec(j, j.strategy, None)
+    >>> s["compute_s"], s["mp"][:2], s["groups"][0]
+    (0.15, [[0, 1, 2000], [1, 0, 2000]], {'bytes': 1000, 'rings': [[0, 2]], 'shares': [1.0]})
     """
-    return (topoopt(cfg.servers, d, rate_mbps=cfg.rate_mbps),
-            rail_fat_tree(cfg.servers, 1, spines=2, radix=cfg.fat_tree_radix, rate_mbps=cfg.rate_mbps * d,
-                          name=f"fat-tree-{cfg.servers}x{d}"))
+    dem = demand(job, strategy)
+    mp = [[u, v, _bytes(mb)] for (u, v), mb in sorted(dem.mp.items())]
+    groups = []
+    rings_of = all_group_rings(wiring, dem.groups) if wiring is not None else [None] * len(dem.groups)
+    for g, rings in zip(dem.groups, rings_of, strict=True):
+        if rings is None:
+            groups.append({"bytes": _bytes(g.mb), "rings": [list(g.members)], "shares": [1.0]})
+        elif rings:
+            groups.append({"bytes": _bytes(g.mb), "rings": [list(r.order) for r in rings],
+                           "shares": [round(r.share, 6) for r in rings]})
+    return {"compute_s": round(compute_ms(job, strategy) / 1000, 6), "mp": mp, "groups": groups}
+
+
+def plan(cfg: TopoOptConfig, job: Job, d: int) -> Planned:
+    """The alternation and the four fabrics of ``job`` at degree ``d`` (pure)."""
+    rate = cfg.rate_mbps
+    rounds = co_optimize(job, d, nic_mbps=rate, seed=cfg.seed)
+    best, first = best_round(rounds), rounds[0]
+    out = []
+    for key, rnd in (("topoopt", best), ("totient", first)):
+        topo = topoopt_wired(rnd.wiring, rate_mbps=rate, name=f"{job.name}-{key}-d{d}")
+        out.append(Variant(key, topo, rnd.strategy, rnd.timing, step_spec(job, rnd.strategy, rnd.wiring)))
+    for key, mbps in (("fat-tree-cost", d * rate / cfg.cost_ratio), ("fat-tree-bw", d * rate)):
+        strategy, timing, _ = search_strategy(job, job.strategy, fat_tree_score(job, mbps), seed=cfg.seed)
+        topo = rail_fat_tree(job.servers, 1, spines=2, radix=cfg.fat_tree_radix, rate_mbps=round(mbps, 4),
+                             name=f"{job.name}-{key}-d{d}")
+        out.append(Variant(key, topo, strategy, timing, step_spec(job, strategy, None)))
+    return Planned(job, d, rounds, out)
 
 
 def expected_tax(topo: Topology) -> float:
     """Uniform all-to-all's tax: the mean route length over all ordered server pairs.
 
+    >>> from controller.topology import topoopt
     >>> expected_tax(topoopt(8, 2))  # one-way strides 1 and 3: 1,2,1,2,3,2,3 circuits
     2.0
     """
-    return statistics.fmean(r.hops for rs in compile_host_routes(topo).values() for r in rs)
+    return wiring_of(topo).mean_route_length()
 
 
 def forwarded(snmp: str) -> int:

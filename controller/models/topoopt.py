@@ -29,6 +29,7 @@ jobs, not measurements.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from controller.errors import ConfigError
@@ -104,3 +105,42 @@ def iteration(w: Workload, *, n: int, d: int, nic_gbps: float = 100.0, cost_rati
     return {"topoopt_ms": topo, "fat_tree_ms": tree, "ideal_ms": ideal, "speedup_vs_fat_tree": tree / topo,
             "ideal_vs_topoopt": topo / ideal, "tax": carried / injected if injected else 1.0,
             "route_length": length}
+
+
+#: the paper-scale jobs of the co-optimized model (per iteration; stated assumptions in the
+#: style of the paper's DLRM and BERT-like jobs, not measurements)
+PAPER_JOBS = (
+    {"name": "DLRM-like", "model": "dlrm", "compute_ms": 40.0, "dense_mb": 200.0, "tables": 64, "lookup_mb": 0.5},
+    {"name": "transformer-like", "model": "transformer", "compute_ms": 120.0, "params_mb": 1300.0,
+     "activation_mb": 4.0, "micro_batches": 8, "strategy": {"stages": 4}},
+)
+
+
+def coopt_rows(n: int = 128, degrees: tuple[int, ...] = (4, 6, 8), nic_gbps: float = 100.0,
+               cost_ratio: float = COST_RATIO, max_evals: int = 100,
+               progress: Callable[[str], None] | None = None) -> list[dict[str, object]]:
+    """TopoOpt co-optimized (TopologyFinder alternating with the strategy search, the same code
+    as the emulation's) against TotientPerms only and a fat-tree of similar cost, each with the
+    strategy searched for it, per paper-scale job and degree. ``max_evals`` bounds each search
+    (128 servers have 8,128 swaps; an evaluation of the DLRM-like job's 16,000 transfers takes
+    about 70 ms in Python, so the searches here are short: about a minute in all)."""
+    from controller.topoopt.job import parse_job
+    from controller.topoopt.search import best_round, co_optimize, fat_tree_score, search_strategy
+
+    rows: list[dict[str, object]] = []
+    for spec in PAPER_JOBS:
+        job = parse_job({**spec, "servers": n}, "<paper-scale job>")
+        for d in degrees:
+            if progress:
+                progress(f"{job.name}, d = {d}: co-optimizing {n} servers")
+            rounds = co_optimize(job, d, nic_mbps=nic_gbps * 1e3, max_evals=max_evals)
+            kept, first = best_round(rounds), rounds[0]
+            _, tree, _ = search_strategy(job, job.strategy, fat_tree_score(job, d * nic_gbps * 1e3 / cost_ratio),
+                                         max_evals=max_evals)
+            rows.append({"workload": job.name, "d": d, "topoopt_ms": kept.timing.total_ms,
+                         "totient_ms": first.timing.total_ms, "fat_tree_ms": tree.total_ms,
+                         "speedup_vs_fat_tree": tree.total_ms / kept.timing.total_ms,
+                         "speedup_vs_totient": first.timing.total_ms / kept.timing.total_ms,
+                         "tax": kept.timing.tax, "circuits": ", ".join(kept.wiring.labels),
+                         "strategy": kept.strategy.describe()[:60], "rounds": len(rounds)})
+    return rows

@@ -143,14 +143,20 @@ class Wiring:
             out.append(self.next_hop(out[-1], t)[1])
         return out
 
-    def links(self, s: int, t: int) -> list[tuple[int, int]]:
-        """The ``(server, nic)`` transmitters the route ``s -> t`` uses."""
+    def links(self, s: int, t: int) -> tuple[tuple[int, int], ...]:
+        """The ``(server, nic)`` transmitters the route ``s -> t`` uses (memoised: the
+        strategy search asks for the same routes thousands of times)."""
+        key = ("links", s, t)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
         out, v = [], s
         while v != t:
             nic, nxt = self.next_hop(v, t)
             out.append((v, nic))
             v = nxt
-        return out
+        self._cache[key] = found = tuple(out)
+        return found
 
     def routes(self) -> dict[int, list[Hop]]:
         """Every server's first hop towards every other server."""
@@ -171,6 +177,13 @@ class Wiring:
         >>> Wiring(6, (ring_perm(6, [1, 3, 5], 2),)).cycle_through(0, [1, 3, 5])
         (1, 5, 3)
         """
+        key = ("cycle", i, frozenset(members))
+        if key in self._cache:
+            return self._cache[key]
+        self._cache[key] = found = self._cycle(i, members)
+        return found
+
+    def _cycle(self, i: int, members: Sequence[int]) -> tuple[int, ...] | None:
         p, want = self.perms[i], set(members)
         start = min(want)
         order = [start]

@@ -202,15 +202,18 @@ def test_a_topoopt_fabric_compiles_to_pinned_strides_and_host_routes() -> None:
     assert sum("ip route replace" in c for c in cmds["s3"]) == 7 * 2  # every address of every other server
 
 
-def test_the_topoopt_experiment_predicts_the_tax_from_the_routes_and_refuses_bad_degrees() -> None:
-    from controller.experiments.topoopt import TopoOptConfig, expected_tax, fabrics
+def test_the_topoopt_experiment_plans_four_fabrics_at_their_rates_and_refuses_bad_degrees() -> None:
+    from controller.experiments.topoopt import TopoOptConfig, expected_tax, plan
 
     assert expected_tax(topoopt(8, 2)) == 2.0  # one-way strides 1, 3: 1,2,1,2,3,2,3 circuits
     assert expected_tax(topoopt(16, 4)) < expected_tax(topoopt(16, 2))  # more strides, shorter routes
-    topo, tree = fabrics(TopoOptConfig(servers=16, degrees=(3,)), 3)
-    hosts = {lk.rate_mbps for lk in tree.links if not tree.is_switch(lk.a.node) or not tree.is_switch(lk.b.node)}
-    assert topo.params["strides"] == [1, 3, 7] and hosts == {15.0}  # one NIC of 3 x 5 Mb/s
-    with pytest.raises(ConfigError, match="--degree"):
+    cfg = TopoOptConfig(degrees=(3,))
+    planned = plan(cfg, cfg.load_jobs()[1], 3)
+    rates = {v.fabric: {lk.rate_mbps for lk in v.topology.links if not v.topology.is_switch(lk.a.node)}
+             for v in planned.variants}
+    assert rates == {"topoopt": {5.0}, "totient": {5.0}, "fat-tree-cost": {round(15 / 3.2, 4)}, "fat-tree-bw": {15.0}}
+    assert planned.variants[1].topology.params["strides"] == [1, 3, 7]  # TotientPerms only
+    with pytest.raises(ConfigError, match="--degrees"):
         TopoOptConfig(servers=8, degrees=(3,))
 
 
