@@ -57,6 +57,7 @@ def summarise(planned: Sequence[Planned], rows: Sequence[dict[str, Any]]) -> lis
                         "phases_s": {ph: mean_sd([r.get(f"{ph}_s", float("nan")) for r in ok])[0]
                                      for ph in ("compute", "mp", "allreduce")},
                         "tax": mean_sd([r["tax"] for r in ok]), "model_tax": v.model.tax,
+                        "model_tax_by_class": {"mp": v.model.mp_tax, "allreduce": v.model.allreduce_tax},
                         "strategy": v.strategy.describe(), "circuits": v.topology.params.get("labels"),
                         "runs": len(mine), "failed": len(mine) - len(ok)})
     return out
@@ -107,14 +108,16 @@ def _table(cfg: TopoOptConfig, planned: Sequence[Planned], summary: list[dict[st
             lines.append(f"    round {r.round} {r.step:<16} {r.timing.total_ms / 1000:6.3f} s  circuits "
                          f"{', '.join(r.wiring.labels)}; {r.strategy.describe()}")
         lines.append(f"  {'fabric':<30}{'measured s':<16}{'model s':<9}{'compute/mp/all-reduce s':<26}{'tax':<14}"
-                     f"{'model tax':<11}strategy")
+                     f"{'model tax (mp/all-reduce)':<27}strategy")
         for fabric, name in FABRICS.items():
             e = _entry(summary, p.job.name, p.degree, fabric)
             (m, sd), (tx, txsd) = e["seconds"], e["tax"]
             ph = "/".join(f"{e['phases_s'][k]:.2f}" for k in ("compute", "mp", "allreduce"))
             same = " (=)" if e["same_as_topoopt"] else ""
+            cls = e["model_tax_by_class"]
+            by_class = f"{e['model_tax']:.2f} ({cls['mp']:.2f}/{cls['allreduce']:.2f})"
             lines.append(f"  {name + same:<30}{m:6.2f} ± {sd:<6.2f}{e['model_s']:<9.2f}{ph:<26}"
-                         f"{tx:5.2f} ± {txsd:<5.2f} {e['model_tax']:<11.2f}{e['strategy'][:70]}")
+                         f"{tx:5.2f} ± {txsd:<5.2f} {by_class:<27}{e['strategy'][:70]}")
         lines.append("")
     lines += ["(=): the alternation kept TotientPerms, so that fabric is the co-optimized one, run once; model tax: "
               "data bytes only (the measured counts frames, and ACKs ride the one-way routes back)",

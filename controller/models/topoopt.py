@@ -141,6 +141,7 @@ def coopt_rows(n: int = 128, degrees: tuple[int, ...] = (4, 6, 8), nic_gbps: flo
                          "totient_ms": first.timing.total_ms, "fat_tree_ms": tree.total_ms,
                          "speedup_vs_fat_tree": tree.total_ms / kept.timing.total_ms,
                          "speedup_vs_totient": first.timing.total_ms / kept.timing.total_ms,
-                         "tax": kept.timing.tax, "circuits": ", ".join(kept.wiring.labels),
+                         "tax": kept.timing.tax, "mp_tax": kept.timing.mp_tax,
+                         "allreduce_tax": kept.timing.allreduce_tax, "circuits": ", ".join(kept.wiring.labels),
                          "strategy": kept.strategy.describe()[:60], "rounds": len(rounds)})
     return rows

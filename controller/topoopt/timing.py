@@ -36,12 +36,15 @@ class Ring:
 
 @dataclass(frozen=True, slots=True)
 class Timing:
-    """Milliseconds per phase, and the bytes the links carried over those injected."""
+    """Milliseconds per phase, and the bytes the links carried over those injected: in all
+    (``tax``) and per traffic class (model-parallel, all-reduce; 1.0 for a class with none)."""
 
     compute_ms: float
     mp_ms: float
     allreduce_ms: float
     tax: float
+    mp_tax: float = 1.0
+    allreduce_tax: float = 1.0
 
     @property
     def comm_ms(self) -> float:
@@ -139,6 +142,7 @@ def wiring_time(demand: Demand, wiring: Wiring, *, nic_mbps: float, compute_ms: 
             mp_load[link] = mp_load.get(link, 0.0) + mb
         injected += mb
         carried += mb * len(links)
+    mp_injected, mp_carried = injected, carried
     ar_load: dict[tuple[int, int], float] = {}
     for g, rings in zip(demand.groups, all_group_rings(wiring, demand.groups), strict=True):
         m = len(g.members)
@@ -150,8 +154,11 @@ def wiring_time(demand: Demand, wiring: Wiring, *, nic_mbps: float, compute_ms: 
                     ar_load[link] = ar_load.get(link, 0.0) + mb
                 injected += mb
                 carried += mb * len(links)
+    ar_injected, ar_carried = injected - mp_injected, carried - mp_carried
     return Timing(compute_ms, _ms(max(mp_load.values(), default=0.0), nic_mbps),
-                  _ms(max(ar_load.values(), default=0.0), nic_mbps), carried / injected if injected else 1.0)
+                  _ms(max(ar_load.values(), default=0.0), nic_mbps), carried / injected if injected else 1.0,
+                  mp_carried / mp_injected if mp_injected else 1.0,
+                  ar_carried / ar_injected if ar_injected > 1e-12 else 1.0)
 
 
 def fat_tree_time(demand: Demand, *, server_mbps: float, compute_ms: float = 0.0) -> Timing:
