@@ -65,7 +65,8 @@ class InProcessTarget(PacketTarget):
     kind = "python"
 
     def __init__(self, artifact: Artifact, *, device_id: int = 1, cpu_port: int = CPU_PORT,
-                 engine: str = "python", server_options: ServerOptions | None = None) -> None:
+                 engine: str = "python", server_options: ServerOptions | None = None,
+                 ports: Sequence[int] = (1, 2, 3, 4)) -> None:
         from pybmv2.runtime.server import P4RuntimeServer
         from pybmv2.switch import V1Switch
 
@@ -77,6 +78,7 @@ class InProcessTarget(PacketTarget):
             self.switch = NativeSwitch(None, cpu_port=cpu_port, engine=engine)
         self.server = P4RuntimeServer(self.switch, device_id=device_id, address="127.0.0.1:0",
                                       options=server_options)
+        self.server.device.set_ports(ports)  # in process the ports have no interface: all up
         self.server.start()
         try:
             self.client = P4RuntimeClient(self.server.address, device_id=device_id).connect()
@@ -156,7 +158,7 @@ def open_target(kind: str, artifact: Artifact, ports: Sequence[int] = (1, 2, 3, 
     target: PacketTarget
     if kind == "python":
         target = InProcessTarget(artifact, device_id=device_id, cpu_port=cpu_port, engine=engine,
-                                 server_options=server_options)
+                                 server_options=server_options, ports=ports)
     else:
         target = ProcessTarget(kind, artifact, ports, device_id=device_id, cpu_port=cpu_port,
                                engine=engine, extra_args=extra_args, log_dir=log_dir)

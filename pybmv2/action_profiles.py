@@ -5,6 +5,11 @@ Members and groups are named by handles BMv2 allocates the same way: the lowest 
 A group is the *set* of its member handles; a selector picks ``members[hash % size]`` in
 ascending handle order, where ``hash`` is the selector's calculation over its input fields
 truncated to 32 bits (BMv2's ``hash_t`` is an ``unsigned int``).
+
+A group member can be deactivated (PI's watch ports: its watch port is down): the selector
+then picks among the active members only, as BMv2's ``GroupSelection`` does
+(``activated[hash % active_count]``). With every member of a non-empty group deactivated
+BMv2 divides by zero; here the group selects nothing, like an empty one.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ class ActionProfile:
             self.selector = Calculation(layout, {"name": self.name, **selector})
         self.members: dict[int, ActionCall] = {}
         self.groups: dict[int, list[int]] = {}  # group handle -> sorted member handles
+        #: group handle -> its deactivated member handles (watch port down)
+        self.inactive: dict[int, set[int]] = {}
         self._member_refs: dict[int, int] = {}
         self._group_refs: dict[int, int] = {}
         #: told ``(profile, "member" | "group", handle)`` after every change, or None
@@ -93,6 +100,7 @@ class ActionProfile:
         for mbr in self.groups.pop(handle):
             self._member_refs[mbr] -= 1
         del self._group_refs[handle]
+        self.inactive.pop(handle, None)
         self._notify("group", handle)
 
     def group_add_member(self, group: int, member: int) -> None:
@@ -114,7 +122,24 @@ class ActionProfile:
         except ValueError:
             raise InvalidEntryError(f"member {member} is not in group {group}") from None
         self._member_refs[member] -= 1
+        self.inactive.get(group, set()).discard(member)
         self._notify("group", group)
+
+    def set_active(self, group: int, member: int, active: bool) -> None:
+        """Activate or deactivate ``member`` of ``group`` (BMv2's GroupSelection)."""
+        self._check_group(group)
+        if member not in self.groups[group]:
+            raise InvalidEntryError(f"member {member} is not in group {group}")
+        off = self.inactive.setdefault(group, set())
+        if active == (member in off):
+            (off.discard if active else off.add)(member)
+            self._notify("group", group)
+
+    def active_members(self, group: int) -> list[int]:
+        """The members of ``group`` the selector picks from, in ascending handle order."""
+        off = self.inactive.get(group)
+        members = self.groups[group]
+        return [m for m in members if m not in off] if off else members
 
     def _notify(self, kind: str, handle: int) -> None:
         if self.observer is not None:
@@ -145,6 +170,7 @@ class ActionProfile:
     def reset(self) -> None:
         self.members.clear()
         self.groups.clear()
+        self.inactive.clear()
         self._member_refs.clear()
         self._group_refs.clear()
 
@@ -154,7 +180,7 @@ class ActionProfile:
         """The member action this packet uses; None for an empty group (no action)."""
         if not index.is_group:
             return self.members[index.handle]
-        members = self.groups[index.handle]
+        members = self.active_members(index.handle)
         if not members:
             return None
         assert self.selector is not None

@@ -21,6 +21,7 @@ from pathlib import Path
 from pybmv2.calendar import HOLD_LINES, CalendarQueue, HoldCounts, release_slot
 from pybmv2.errors import PacketIOError, TargetError
 from pybmv2.pcap import PcapWriter
+from pybmv2.port_monitor import PortMonitor
 from pybmv2.ports import Port, PortSpec
 from pybmv2.program import Program
 from pybmv2.queues import DEFAULT_QUEUE_DEPTH, EgressQueues
@@ -144,6 +145,9 @@ class SwitchDaemon:
                         self._pcaps[(spec.number, direction)] = PcapWriter(path)
             self.server = P4RuntimeServer(self.switch, device_id=options.device_id, address=options.grpc_addr)
             self.server.packet_out_injector = self.inject
+            #: each port's interface up or down, for PI's watch ports
+            self.port_monitor = PortMonitor({n: p.spec.iface for n, p in self.ports.items()},
+                                            self.server.device.set_port_status)
             if isinstance(self.switch, NativeSwitch):
                 self.switch.before_engine_change = self._stop_native_io
                 self.switch.after_engine_change = self._start_native_io
@@ -263,6 +267,7 @@ class SwitchDaemon:
 
     def serve_forever(self) -> None:
         self.server.start()
+        self.port_monitor.start()
         if self.startup is not None:
             self.startup.lap("switch, ports and P4Runtime server up")
         with self.switch.lock:
@@ -312,6 +317,9 @@ class SwitchDaemon:
 
     def close(self) -> None:
         self._stop.set()
+        monitor = getattr(self, "port_monitor", None)
+        if monitor is not None:
+            monitor.stop()
         server = getattr(self, "server", None)
         if server is not None:
             server.stop()

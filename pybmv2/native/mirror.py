@@ -200,7 +200,7 @@ class EngineMirror:
 
     def _push_group(self, pid: int, profile: ActionProfile, h: int) -> None:
         groups = self._groups.setdefault(pid, {})
-        mbrs = profile.groups.get(h)
+        mbrs = profile.active_members(h) if h in profile.groups else None
         if mbrs is None:
             if h in groups:
                 self.engine.group_delete(pid, h)

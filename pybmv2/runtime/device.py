@@ -41,6 +41,7 @@ from pybmv2.runtime.errors import P4RuntimeError, batch_status, from_target_erro
 from pybmv2.runtime.idle_timeouts import SWEEP_INTERVAL_US
 from pybmv2.runtime.packetio import packet_in_message, packet_out_frame
 from pybmv2.runtime.pipeline import Pipeline, build_pipeline
+from pybmv2.runtime.port_status import PortStatus
 from pybmv2.runtime.values import EntryValue, entry_from_proto
 from pybmv2.switch import DigestSample, V1Switch
 from pybmv2.tables import TableEntry
@@ -107,6 +108,9 @@ class DeviceManager:
         #: the switch clock (µs) of the next idle-timeout sweep (BMv2 sweeps every second)
         self._next_sweep_us: int | None = None
         self._idle_lock = threading.Lock()
+        #: which ports are up: PI's watch ports follow it (the switch process's port
+        #: monitor, or a test, sets it); a port never set is not the switch's, so down
+        self.ports = PortStatus()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -194,7 +198,25 @@ class DeviceManager:
             raise no_pipeline()
         return p
 
-    # -- SetForwardingPipelineConfig / GetForwardingPipelineConfig --------------------------
+    # -- port status (PI's watch ports) ------------------------------------------------------
+
+    def set_ports(self, ports: Iterable[int]) -> None:
+        """The switch's ports, all up (a switch without interfaces behind its ports)."""
+        for port in ports:
+            self.set_port_status(port, True)
+
+    def set_port_status(self, port: int, up: bool) -> None:
+        """``port`` came up or went down: the group members watching it follow, in every
+        action profile (PI's ``WatchPortEnforcer``; PI stops at the first profile that had
+        already seen the status, a bug the target does not copy)."""
+        with self._batch_lock, self.switch.lock:
+            if not self.ports.set(port, up):
+                return
+            p = self._pipeline
+            if p is not None:
+                for manager in p.profiles.values():
+                    manager.enforce_watch_ports(port)
+
 
     def set_pipeline(self, action: int, config: p4runtime_pb2.ForwardingPipelineConfig) -> None:
         """Run one SetForwardingPipelineConfig action; raise P4RuntimeError on failure."""
@@ -213,6 +235,8 @@ class DeviceManager:
                 return
             pipeline = build_pipeline(config, startup)
             pipeline.clock_us = self.switch.now_us
+            for manager in pipeline.profiles.values():
+                manager.ports = self.ports
             if action == SetAction.VERIFY:
                 return
             if action == SetAction.VERIFY_AND_SAVE:

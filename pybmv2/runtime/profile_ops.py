@@ -29,6 +29,7 @@ from pybmv2.errors import TargetError
 from pybmv2.runtime.codec import action_call, encode_action, invalid
 from pybmv2.runtime.errors import P4RuntimeError
 from pybmv2.runtime.p4info import ActionProfileInfo, P4Ids, TableBinding
+from pybmv2.runtime.port_status import PortStatus
 from pybmv2.runtime.read_wire import OneShotAction
 from pybmv2.runtime.values import action_from_proto
 from pybmv2.tables import ActionCall, IndirectIndex
@@ -66,6 +67,8 @@ class GroupState:
     handle: int
     max_size: int
     membership: dict[int, int] = field(default_factory=dict)  # member id -> weight
+    #: member id -> its watch as written: ("watch", int), ("watch_port", bytes) or ("", 0)
+    watch: dict[int, tuple[str, int | bytes]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,25 @@ def _watch(action: p4runtime_pb2.ActionProfileAction) -> tuple[str, int | bytes]
     return "", 0
 
 
+def watch_port(kind: str, value: int | bytes) -> int | None:
+    r"""The port a watch names, or None for none (PI's ``watch_port_p4rt_to_pi``: ``watch`` 0
+    is SDN_PORT_UNKNOWN; a ``watch_port`` bytestring that is empty or longer than 4 bytes is
+    no port).
+
+    >>> watch_port("watch", 5), watch_port("watch", 0), watch_port("watch_port", b"\x00\x07")
+    (5, None, 7)
+    >>> watch_port("watch_port", b""), watch_port("", 0)
+    (None, None)
+    """
+    if kind == "watch":
+        assert isinstance(value, int)
+        return None if value == 0 else value & 0xFFFFFFFF
+    if kind == "watch_port":
+        assert isinstance(value, bytes)
+        return int.from_bytes(value, "big") if 0 < len(value) <= 4 else None
+    return None
+
+
 class ProfileManager:
     """The P4Runtime state of one action profile: member and group ids and handles."""
 
@@ -117,6 +139,36 @@ class ProfileManager:
         self.mode: str | None = None
         #: one-shot group handle -> its members and action set
         self.oneshot_groups: dict[int, OneShotGroup] = {}
+        #: the device's port status, which watch ports follow (set when the pipeline is
+        #: committed; until then no port is up)
+        self.ports = PortStatus()
+
+    # -- watch ports -----------------------------------------------------------------------
+
+    def _watched(self) -> list[tuple[int, list[int], int | None]]:
+        """Every group member's ``(group handle, target member handles, watch port)``."""
+        out = []
+        for group in self.groups.values():
+            for member_id, weight in group.membership.items():
+                port = watch_port(*group.watch.get(member_id, ("", 0)))
+                out.append((group.handle, self.members[member_id].handles[:weight], port))
+        for handle, oneshot in self.oneshot_groups.items():
+            at = 0
+            for _, weight, kind, value in oneshot.actions:
+                out.append((handle, list(oneshot.members[at:at + weight]), watch_port(kind, value)))
+                at += weight
+        return out
+
+    def enforce_watch_ports(self, port: int | None = None) -> None:
+        """Activate the group members whose watch port is up (or who watch none) and
+        deactivate the others, as PI's WatchPortEnforcer does; only those watching ``port``
+        when given (a port's status changed)."""
+        for group, handles, watched in self._watched():
+            if port is not None and watched != port:
+                continue
+            active = watched is None or self.ports.up(watched)
+            for handle in handles:
+                self.profile.set_active(group, handle, active)
 
     # -- programming mode ----------------------------------------------------------------
 
@@ -254,8 +306,10 @@ class ProfileManager:
             if wanted > 0:
                 state.weight_counts[wanted] = state.weight_counts.get(wanted, 0) + 1
         group.membership = new
+        group.watch = {m.member_id: _watch(m) for m in msg.members}
         for member_id in ids:
             self._purge(self.members[member_id])
+        self.enforce_watch_ports()
 
     def _purge(self, state: MemberState) -> None:
         """PI's ``purge_unused_weighted_members``: drop copies no group needs any more."""
@@ -319,6 +373,7 @@ class ProfileManager:
         for handle in handles:
             self.profile.group_add_member(group, handle)
         self.oneshot_groups[group] = OneShotGroup(tuple(handles), plan.actions)
+        self.enforce_watch_ports()
         return IndirectIndex(group, is_group=True)
 
     def oneshot_delete(self, index: IndirectIndex | None) -> None:
@@ -368,8 +423,16 @@ class ProfileManager:
             for mbr in self.profile.groups[handle]:
                 mid = self.member_of_handle[mbr]
                 weights[mid] = weights.get(mid, 0) + 1
+            # PI reads every member's watch into one variable and writes the last one read
+            # (the member of the highest handle) into every member it returns
+            last = self.member_of_handle[self.profile.groups[handle][-1]] if weights else 0
+            kind, value = self.groups[gid].watch.get(last, ("", 0))
             for mid in sorted(weights):
-                out.members.add(member_id=mid, weight=weights[mid])
+                member = out.members.add(member_id=mid, weight=weights[mid])
+                if kind == "watch":
+                    member.watch = value
+                elif kind == "watch_port":
+                    member.watch_port = value
 
 
 def _manager(p: Pipeline, profile_id: int) -> ProfileManager:
