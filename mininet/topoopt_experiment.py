@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the fat-trees' switch radix: leaves of radix/2 servers under 2 spines; 0: one leaf for all")
     p.add_argument("--warmup", type=int, default=1, help="untimed iterations first on every fabric")
     p.add_argument("--seed", type=int, default=0, help="the strategy search's seed")
+    p.add_argument("--duplex", action="store_true",
+                   help="duplex circuits, as the artifact's links: every switch wires pairs both ways and a ring takes "
+                        "two switches (even degrees only); default: one-way circuits, as on a patch panel")
     p.add_argument("--quick", action="store_true", help="8 servers, degree 2, 1 repetition, no warm-up")
     return p
 
@@ -87,7 +90,8 @@ def parse_config(argv: list[str]) -> tuple[TopoOptConfig, Path | None, bool]:
         raise ConfigError("<topoopt experiment>", "--degrees", a.degrees, "a comma-separated list of integers") from None
     jobs = tuple(j for j in a.jobs.split(",") if j) if a.jobs else DEFAULT_JOBS
     common = {"target": a.target, "engine": a.engine, "jobs": jobs, "rate_mbps": a.rate_mbps,
-              "cost_ratio": a.cost_ratio, "fat_tree_radix": a.fat_tree_radix or None, "seed": a.seed}
+              "cost_ratio": a.cost_ratio, "fat_tree_radix": a.fat_tree_radix or None, "seed": a.seed,
+              "duplex": a.duplex}
     if a.quick:
         cfg = TopoOptConfig(**common, servers=8, degrees=(2,), repetitions=1, warmup=0)
     else:

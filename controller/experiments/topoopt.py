@@ -79,6 +79,9 @@ class TopoOptConfig:
     fat_tree_radix: int | None = 8
     cost_ratio: float = COST_RATIO
     seed: int = 0
+    #: duplex circuits (every switch wires pairs both ways, as the artifact's links): rings
+    #: take two switches each; False: one-way circuits, as on a patch panel
+    duplex: bool = False
 
     def __post_init__(self) -> None:
         def bad(key: str, value: object, problem: str) -> ConfigError:
@@ -107,7 +110,7 @@ class TopoOptConfig:
 
             for d in self.degrees:
                 try:
-                    totient_wiring(job.servers, d)
+                    totient_wiring(job.servers, d, duplex=self.duplex)
                 except ConfigError as exc:
                     raise bad("--degrees", d, exc.problem) from None
 
@@ -184,7 +187,7 @@ def step_spec(job: Job, strategy: Strategy, wiring: Wiring | None) -> dict[str, 
 def plan(cfg: TopoOptConfig, job: Job, d: int) -> Planned:
     """The alternation and the four fabrics of ``job`` at degree ``d`` (pure)."""
     rate = cfg.rate_mbps
-    rounds = co_optimize(job, d, nic_mbps=rate, seed=cfg.seed)
+    rounds = co_optimize(job, d, nic_mbps=rate, seed=cfg.seed, duplex=cfg.duplex)
     best, first = best_round(rounds), rounds[0]
     out = []
     for key, rnd in (("topoopt", best), ("totient", first)):

@@ -96,7 +96,8 @@ def verdicts(planned: Sequence[Planned], rows: Sequence[dict[str, Any]],
 
 def _table(cfg: TopoOptConfig, planned: Sequence[Planned], summary: list[dict[str, Any]],
            rows: Sequence[dict[str, Any]], judged: list[Verdict]) -> str:
-    lines = [f"TopoOpt: {cfg.target} target; TopoOpt NICs at {cfg.rate_mbps:g} Mb/s each; fat-trees: one NIC of d x that "
+    circuits = "duplex circuits (a ring takes two switches)" if cfg.duplex else "one-way circuits (a patch panel)"
+    lines = [f"TopoOpt: {cfg.target} target, {circuits}; TopoOpt NICs at {cfg.rate_mbps:g} Mb/s each; fat-trees: one NIC of d x that "
              f"(equal bandwidth) or d x that / {cfg.cost_ratio:g} (equal cost), leaves of "
              f"{(cfg.fat_tree_radix or 0) // 2 or 'all'} servers under 2 spines; mean ± sd over {cfg.repetitions} "
              f"iterations after {cfg.warmup} warm-up", ""]

@@ -25,6 +25,7 @@ Routes are then compiled over all circuits (:class:`controller.topoopt.wiring.Wi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from controller.errors import ConfigError
@@ -33,7 +34,8 @@ from controller.topoopt.demand import Demand
 from controller.topoopt.timing import Timing, wiring_time
 from controller.topoopt.wiring import Wiring, ring_perm, stride_perm
 
-__all__ = ["Found", "find_wiring", "matchings", "rings_over_groups", "totient_wiring"]
+__all__ = ["Found", "duplex_ring", "duplex_rings_over_groups", "find_wiring", "matchings", "rings_over_groups",
+           "totient_wiring"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +50,44 @@ class Found:
     tried: dict[int, float | None]
 
 
-def totient_wiring(n: int, d: int) -> Wiring:
-    """TotientPerms over every server, whatever the job: the rings of ``d`` strides.
+def duplex_ring(n: int, members: Sequence[int], delta: int) -> tuple[tuple[int | None, ...], tuple[int | None, ...]]:
+    """The duplex ring of stride ``delta`` over ``members`` as two switches of duplex pairs:
+    along the cycle, the first switch wires edges 0-1, 2-3, ..., the second 1-2, 3-4, ...
+    (with an odd count the cycle cannot alternate: the edge back to the start is missing,
+    and that hop goes round by routes).
+
+    >>> duplex_ring(4, [0, 1, 2, 3], 1)
+    ((1, 0, 3, 2), (3, 2, 1, 0))
+    """
+    m = len(members)
+    cycle = [members[(k * delta) % m] for k in range(m)]
+    first: list[int | None] = [None] * n
+    second: list[int | None] = [None] * n
+    for k in range(m if m % 2 == 0 else m - 1):
+        a, b = cycle[k], cycle[(k + 1) % m]
+        into = first if k % 2 == 0 else second
+        into[a], into[b] = b, a
+    return tuple(first), tuple(second)
+
+
+def totient_wiring(n: int, d: int, *, duplex: bool = False) -> Wiring:
+    """TotientPerms over every server, whatever the job: the rings of ``d`` strides, or
+    with ``duplex`` circuits, ``d / 2`` strides, each a duplex ring on two switches (the
+    artifact's links: a stride takes two units of degree).
 
     >>> totient_wiring(16, 3).labels
     ('ring 1', 'ring 3', 'ring 7')
+    >>> totient_wiring(16, 4, duplex=True).labels
+    ('duplex ring 1', 'duplex ring 1', 'duplex ring 7', 'duplex ring 7')
     """
+    if duplex:
+        if d % 2:
+            raise ConfigError("<topoopt>", "degree", d, "duplex rings take two circuits each: use an even degree")
+        strides = ring_strides(n, d // 2)
+        if len(strides) < d // 2:
+            raise ConfigError("<topoopt>", "degree", d, f"{n} servers have only {len(strides)} distinct ring strides")
+        perms = [p for st in strides for p in duplex_ring(n, range(n), st)]
+        return Wiring(n, tuple(perms), tuple(f"duplex ring {st}" for st in strides for _ in range(2)))
     strides = ring_strides(n, d)
     if len(strides) < d:
         raise ConfigError("<topoopt>", "degree", d, f"{n} servers have only {len(strides)} distinct ring strides")
@@ -116,6 +150,36 @@ def rings_over_groups(demand: Demand, count: int) -> list[tuple[tuple[int | None
     return out
 
 
+def duplex_rings_over_groups(demand: Demand, count: int) -> list[tuple[tuple[int | None, ...], str]]:
+    """``count`` (even) switches of duplex rings: TotientPerms strides over each group, two
+    switches per stride.
+
+    >>> from controller.topoopt.demand import AllReduceGroup, Demand
+    >>> d = Demand(8, (AllReduceGroup((0, 2, 4, 6), 1.0), AllReduceGroup((1, 3, 5, 7), 1.0)), {})
+    >>> [lbl for _, lbl in duplex_rings_over_groups(d, 2)]
+    ['duplex ring 1 per group', 'duplex ring 1 per group']
+    """
+    n = demand.servers
+    groups = [g for g in demand.groups if len(g.members) > 1]
+    if not groups or count < 2:
+        return []
+    per_group = [ring_strides(len(g.members), count // 2) for g in groups]
+    out = []
+    for k in range(count // 2):
+        first: list[int | None] = [None] * n
+        second: list[int | None] = [None] * n
+        for g, strides in zip(groups, per_group, strict=True):
+            if k < len(strides):
+                a, b = duplex_ring(n, g.members, strides[k])
+                for s in range(n):
+                    first[s] = a[s] if a[s] is not None else first[s]
+                    second[s] = b[s] if b[s] is not None else second[s]
+        whole = len(groups) == 1 and len(groups[0].members) == n
+        label = f"duplex ring {per_group[0][min(k, len(per_group[0]) - 1)]}" + ("" if whole else " per group")
+        out += [(tuple(first), label), (tuple(second), label)]
+    return out
+
+
 def matchings(demand: Demand, count: int) -> list[tuple[tuple[int | None, ...], str]]:
     """``count`` circuit switches of model-parallel circuits: maximum-weight matchings.
 
@@ -147,8 +211,10 @@ def matchings(demand: Demand, count: int) -> list[tuple[tuple[int | None, ...], 
     return out
 
 
-def find_wiring(demand: Demand, d: int, *, nic_mbps: float) -> Found:
-    """The best division of ``d`` circuits per server between rings and matchings."""
+def find_wiring(demand: Demand, d: int, *, nic_mbps: float, duplex: bool = False) -> Found:
+    """The best division of ``d`` circuits per server between rings and matchings; with
+    ``duplex`` circuits (every switch wires pairs both ways, as the artifact's links), rings
+    take switches two by two."""
     if d < 1:
         raise ConfigError("<topoopt>", "degree", d, "must be >= 1")
     n = demand.servers
@@ -157,14 +223,15 @@ def find_wiring(demand: Demand, d: int, *, nic_mbps: float) -> Found:
     best: Found | None = None
     for d_mp in range(d + 1):
         d_ar = d - d_mp
-        if (has_ar and d_ar == 0) or (not demand.mp and d_mp):
+        if (has_ar and d_ar == 0) or (not demand.mp and d_mp) or (duplex and d_ar % 2):
             continue
-        circuits = rings_over_groups(demand, d_ar) + matchings(demand, d_mp)
+        rings = duplex_rings_over_groups(demand, d_ar) if duplex else rings_over_groups(demand, d_ar)
+        circuits = rings + matchings(demand, d_mp)
         order = demand.order or tuple(range(n))
         spanning = (ring_perm(n, order, 1), "ring over all")
-        variants = [circuits, [*circuits[:-1], spanning]] if circuits else []
-        if d_mp == 0 and len(totient_candidates(n)) >= d:
-            totient = totient_wiring(n, d)
+        variants = [circuits] + ([[*circuits[:-1], spanning]] if circuits and not duplex else [])
+        if d_mp == 0 and len(totient_candidates(n)) >= (d // 2 if duplex else d):
+            totient = totient_wiring(n, d, duplex=duplex)
             variants.append(list(zip(totient.perms, totient.labels, strict=True)))
         for variant in variants:
             wiring = Wiring(n, tuple(p for p, _ in variant), tuple(lbl for _, lbl in variant))

@@ -102,7 +102,7 @@ def fat_tree_score(job: Job, server_mbps: float) -> Score:
 
 
 def co_optimize(job: Job, d: int, *, nic_mbps: float, seed: int = 0, max_rounds: int = 6,
-                max_evals: int = 4000) -> list[Round]:
+                max_evals: int = 4000, duplex: bool = False) -> list[Round]:
     """TopoOpt's alternation from TotientPerms; round 0 is the strategy search on
     TotientPerms alone (the TotientPerms-only fabric), the best round the last one kept.
 
@@ -113,13 +113,13 @@ def co_optimize(job: Job, d: int, *, nic_mbps: float, seed: int = 0, max_rounds:
     >>> rounds[0].timing.total_ms >= min(r.timing.total_ms for r in rounds)
     True
     """
-    wiring = totient_wiring(job.servers, d)
+    wiring = totient_wiring(job.servers, d, duplex=duplex)
     strategy, timing, evals = search_strategy(job, job.strategy, _on(job, wiring, nic_mbps), seed=seed,
                                               max_evals=max_evals)
     rounds = [Round(0, "strategy search", strategy, wiring, timing, evals)]
     best = timing.total_ms
     for k in range(1, max_rounds + 1):
-        found = find_wiring(demand(job, strategy), d, nic_mbps=nic_mbps)
+        found = find_wiring(demand(job, strategy), d, nic_mbps=nic_mbps, duplex=duplex)
         t = wiring_time(demand(job, strategy), found.wiring, nic_mbps=nic_mbps, compute_ms=compute_ms(job, strategy))
         rounds.append(Round(k, "TopologyFinder", strategy, found.wiring, t))
         strategy, t, evals = search_strategy(job, strategy, _on(job, found.wiring, nic_mbps), seed=seed + k,

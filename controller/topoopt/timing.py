@@ -64,9 +64,15 @@ def _ring_legs(order: Sequence[int]) -> list[tuple[int, int]]:
 
 
 def _candidate_orders(wiring: Wiring, members: tuple[int, ...]) -> list[tuple[tuple[int, ...], bool]]:
-    """The group's direct rings, then its members in the order of every ring spanning all
-    servers (dropping orders already there); failing both, its members' own order."""
+    """The group's direct rings (one switch's one-way cycle, or the duplex pairs of two
+    neighbouring switches alternating, in both directions: TopologyFinder puts a duplex ring's
+    two halves side by side), then its members in the order of every ring spanning
+    all servers (dropping orders already there); failing both, its members' own order."""
     orders = [(o, True) for i in range(wiring.degree) if (o := wiring.cycle_through(i, members)) is not None]
+    for i in range(wiring.degree - 1):  # duplex rings: two neighbouring switches of pairs, both ways
+        o = wiring.duplex_cycle_through(i, i + 1, members)
+        if o is not None:
+            orders += [(o, True), ((o[0], *reversed(o[1:])), True)]
     want = set(members)
     for i in range(wiring.degree):
         full = wiring.cycle_through(i, range(wiring.n))

@@ -170,6 +170,44 @@ class Wiring:
         n = self.n
         return sum(self._dist[t][s] for s in range(n) for t in range(n) if s != t) / (n * (n - 1))
 
+    def is_involution(self, i: int) -> bool:
+        """Circuit switch ``i`` wires pairs both ways (duplex circuits)."""
+        p = self.perms[i]
+        return all(p[t] == s for s, t in enumerate(p) if t is not None)
+
+    def duplex_cycle_through(self, i: int, j: int, members: Sequence[int]) -> tuple[int, ...] | None:
+        """``members`` in the order the duplex circuits of switches ``i`` and ``j`` visit
+        them, alternating, when together they form one cycle through exactly them (a duplex
+        ring on two NICs per server), else None.
+
+        >>> w = Wiring(4, ((1, 0, 3, 2), (3, 2, 1, 0)))
+        >>> w.duplex_cycle_through(0, 1, range(4))
+        (0, 1, 2, 3)
+        """
+        key = ("duplex", i, j, frozenset(members))
+        if key not in self._cache:
+            self._cache[key] = self._duplex_cycle(i, j, members)
+        return self._cache[key]
+
+    def _duplex_cycle(self, i: int, j: int, members: Sequence[int]) -> tuple[int, ...] | None:
+        want = set(members)
+        if len(want) < 3 or not (self.is_involution(i) and self.is_involution(j)):
+            return None
+        a, b = self.perms[i], self.perms[j]
+        start = min(want)
+        order, use_a = [start], True
+        while True:
+            nxt = (a if use_a else b)[order[-1]]
+            if nxt is None or nxt not in want:
+                return None
+            if nxt == start:
+                break
+            order.append(nxt)
+            use_a = not use_a
+            if len(order) > len(want):
+                return None
+        return tuple(order) if len(order) == len(want) and not use_a else None
+
     def cycle_through(self, i: int, members: Sequence[int]) -> tuple[int, ...] | None:
         """``members`` in the order circuit switch ``i`` visits them when its circuits form
         one cycle through exactly them, else None.
