@@ -90,7 +90,10 @@ class VethPorts:
                 pass
 
     def collect(self, *, quiet: float = 0.15, limit: float = 2.0, expect: int | None = None) -> list[tuple[int, bytes]]:
-        """Frames arriving on any port until ``quiet`` seconds pass with none (or ``expect`` arrive)."""
+        """Frames arriving on any port until ``quiet`` seconds pass with none, or, when
+        ``expect`` is given, until that many arrive (waiting up to ``limit`` for them: on a
+        loaded machine a frame can take longer than ``quiet``, and a test that stopped
+        listening then would fail by chance)."""
         out: list[tuple[int, bytes]] = []
         by_fd = {p.fileno(): (n, p) for n, p in self._test_ports.items()}
         deadline = time.monotonic() + limit
@@ -98,7 +101,10 @@ class VethPorts:
         while time.monotonic() < deadline:
             if expect is not None and len(out) >= expect:
                 break
-            wait = min(quiet - (time.monotonic() - last), deadline - time.monotonic())
+            if expect is not None and len(out) < expect:
+                wait = deadline - time.monotonic()
+            else:
+                wait = min(quiet - (time.monotonic() - last), deadline - time.monotonic())
             if wait <= 0:
                 break
             ready, _, _ = select.select(list(by_fd), [], [], wait)
