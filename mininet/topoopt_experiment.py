@@ -110,7 +110,9 @@ def _counters(fab: EmulatedFabric, topo: Topology) -> dict[str, tuple[int, int]]
 
 
 def run_fabric(cfg: TopoOptConfig, planned: Planned, v: Variant, workdir: Path) -> list[dict[str, Any]]:
-    """The job's iteration on one fabric: warm-up, then ``repetitions`` timed; a row per run."""
+    """The job's iteration on one fabric: warm-up, then ``repetitions`` timed, a row each
+    (``kind`` "iteration"); then each traffic class alone, untimed, for its bandwidth tax (a
+    row each, ``kind`` "class")."""
     topo, job = v.topology, planned.job
     ranks = [Rank(rank=s, server=s, rail=0, ip=topo.host(f"s{s}").nics[0].address) for s in range(job.servers)]
     config = {"ranks": [dataclasses.asdict(r) for r in ranks], "servers": job.servers, "rails": 1, "port": 7100,
@@ -147,12 +149,23 @@ def run_fabric(cfg: TopoOptConfig, planned: Planned, v: Variant, workdir: Path) 
                     seconds = max((float(r.get("seconds") or 0.0) for r in results), default=math.nan)
                     phases = {p: max(float(r.get("phases", {}).get(p, 0.0)) for r in results)
                               for p in ("compute", "mp", "allreduce")}
-                    row = {**base, "rep": rep, "ok": ok, "seconds": seconds, **{f"{p}_s": s for p, s in phases.items()},
+                    row = {**base, "kind": "iteration", "rep": rep, "ok": ok, "seconds": seconds, **{f"{p}_s": s for p, s in phases.items()},
                            "tax": tax(before, after), "error": "; ".join(errors)[:200], **cpu_row(used[0])}
                     rows.append(row)
                     _say(f"{topo.name} rep {rep + 1}: "
                          + (f"{seconds:.2f} s (model {base['model_s']:.2f}), tax {row['tax']:.2f}" if ok
                             else f"FAILED ({row['error'][:80]})") + f"  [{used[0].text()}]")
+                alone = {"mp": {**v.step, "compute_s": 0.0, "groups": []},
+                         "allreduce": {**v.step, "compute_s": 0.0, "mp": []}}
+                for cls, step in alone.items():
+                    if not step["mp"] and not step["groups"]:
+                        continue
+                    before = _counters(fab, topo)
+                    results = group.run({"op": "job_step", "step": step, "iter": 1000}, timeout=300)
+                    after = _counters(fab, topo)
+                    rows.append({**base, "kind": "class", "traffic_class": cls, "rep": 0,
+                                 "ok": bool(results) and all(r.get("ok") for r in results),
+                                 "seconds": math.nan, "tax": tax(before, after)})
         except WorkloadError as exc:
             rows.append({**base, "rep": 0, "ok": False, "seconds": math.nan, "tax": math.nan, "error": str(exc)[:200]})
             _say(f"{topo.name}: FAILED ({str(exc)[:100]})")

@@ -48,8 +48,11 @@ def summarise(planned: Sequence[Planned], rows: Sequence[dict[str, Any]]) -> lis
     for p in planned:
         for v in p.variants:
             source = "topoopt" if same_fabric(p, v) else v.fabric
-            mine = [r for r in rows if r["job"] == p.job.name and r["degree"] == p.degree and r["fabric"] == source]
+            everything = [r for r in rows if r["job"] == p.job.name and r["degree"] == p.degree
+                          and r["fabric"] == source]
+            mine = [r for r in everything if r.get("kind", "iteration") == "iteration"]
             ok = [r for r in mine if r.get("ok")]
+            by_class = {r["traffic_class"]: r["tax"] for r in everything if r.get("kind") == "class" and r.get("ok")}
             out.append({"job": p.job.name, "degree": p.degree, "fabric": v.fabric, "same_as_topoopt": source != v.fabric,
                         "seconds": mean_sd([r["seconds"] for r in ok]), "model_s": v.model.total_ms / 1000,
                         "model_phases_s": {"compute": v.model.compute_ms / 1000, "mp": v.model.mp_ms / 1000,
@@ -58,6 +61,7 @@ def summarise(planned: Sequence[Planned], rows: Sequence[dict[str, Any]]) -> lis
                                      for ph in ("compute", "mp", "allreduce")},
                         "tax": mean_sd([r["tax"] for r in ok]), "model_tax": v.model.tax,
                         "model_tax_by_class": {"mp": v.model.mp_tax, "allreduce": v.model.allreduce_tax},
+                        "tax_by_class": {c: by_class.get(c, float("nan")) for c in ("mp", "allreduce")},
                         "strategy": v.strategy.describe(), "circuits": v.topology.params.get("labels"),
                         "runs": len(mine), "failed": len(mine) - len(ok)})
     return out
@@ -78,7 +82,8 @@ def verdicts(planned: Sequence[Planned], rows: Sequence[dict[str, Any]],
             other = _entry(summary, p.job.name, p.degree, base)
             label = f"{p.job.name} d={p.degree} vs {FABRICS[base]}"
             fabrics = {"topoopt", base}
-            measured = [r for r in rows if r["job"] == p.job.name and r["degree"] == p.degree and r["fabric"] in fabrics]
+            measured = [r for r in rows if r["job"] == p.job.name and r["degree"] == p.degree and r["fabric"] in fabrics
+                        and r.get("kind", "iteration") == "iteration"]
             if other["same_as_topoopt"]:
                 out.append(judge(label, "the same fabric: TopologyFinder kept TotientPerms", measured))
                 continue
@@ -108,17 +113,18 @@ def _table(cfg: TopoOptConfig, planned: Sequence[Planned], summary: list[dict[st
         for r in p.rounds:
             lines.append(f"    round {r.round} {r.step:<16} {r.timing.total_ms / 1000:6.3f} s  circuits "
                          f"{', '.join(r.wiring.labels)}; {r.strategy.describe()}")
-        lines.append(f"  {'fabric':<30}{'measured s':<16}{'model s':<9}{'compute/mp/all-reduce s':<26}{'tax':<14}"
-                     f"{'model tax (mp/all-reduce)':<27}strategy")
+        lines.append(f"  {'fabric':<30}{'measured s':<16}{'model s':<9}{'compute/mp/all-reduce s':<26}"
+                     f"{'tax (mp/all-reduce)':<27}{'model tax (mp/all-reduce)':<27}strategy")
         for fabric, name in FABRICS.items():
             e = _entry(summary, p.job.name, p.degree, fabric)
             (m, sd), (tx, txsd) = e["seconds"], e["tax"]
             ph = "/".join(f"{e['phases_s'][k]:.2f}" for k in ("compute", "mp", "allreduce"))
             same = " (=)" if e["same_as_topoopt"] else ""
-            cls = e["model_tax_by_class"]
+            cls, got = e["model_tax_by_class"], e["tax_by_class"]
             by_class = f"{e['model_tax']:.2f} ({cls['mp']:.2f}/{cls['allreduce']:.2f})"
+            measured_tax = f"{tx:.2f} ± {txsd:.2f} ({got['mp']:.2f}/{got['allreduce']:.2f})"
             lines.append(f"  {name + same:<30}{m:6.2f} ± {sd:<6.2f}{e['model_s']:<9.2f}{ph:<26}"
-                         f"{tx:5.2f} ± {txsd:<5.2f} {by_class:<27}{e['strategy'][:70]}")
+                         f"{measured_tax:<27}{by_class:<27}{e['strategy'][:70]}")
         lines.append("")
     lines += ["(=): the alternation kept TotientPerms, so that fabric is the co-optimized one, run once; model tax: "
               "data bytes only (the measured counts frames, and ACKs ride the one-way routes back)",

@@ -21,8 +21,12 @@ def test_the_quick_experiment_runs_every_job_on_its_four_fabrics(target_name: st
         assert (tmp_path / name).stat().st_size > 0, name
     data = json.loads((tmp_path / "results.json").read_text())
     table = (tmp_path / "table.txt").read_text()
-    runs = data["runs"]
+    runs = [r for r in data["runs"] if r["kind"] == "iteration"]
+    classes = [r for r in data["runs"] if r["kind"] == "class"]
     assert_fidelity_reported(data, table)
+    # each fabric also ran each traffic class alone, for its tax; the fat-trees relay nothing
+    assert {r["traffic_class"] for r in classes} == {"mp", "allreduce"}
+    assert all(r["ok"] for r in classes) and all(r["tax"] == 1.0 for r in classes if r["fabric"].startswith("fat-tree"))
     assert all(r["ok"] for r in runs), [r["error"] for r in runs if not r["ok"]]  # results checked by the workers
     summary = {(e["job"], e["fabric"]): e for e in data["summary"]}
     assert set(summary) == {(j, f) for j in ("dlrm-8", "transformer-8") for f in FABRICS}
