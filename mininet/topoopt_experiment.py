@@ -109,10 +109,47 @@ def _counters(fab: EmulatedFabric, topo: Topology) -> dict[str, tuple[int, int]]
     return out
 
 
+def _timed(group: WorkerGroup, fab: EmulatedFabric, topo: Topology, cpu: Any, step: dict[str, Any], rep: int,
+           base: dict[str, Any]) -> dict[str, Any]:
+    """One timed iteration, its tax and what the monitors saw: a row (``kind`` "iteration")."""
+    before = _counters(fab, topo)
+    with cpu.measure() as used:
+        results = group.run({"op": "job_step", "step": step, "iter": rep}, timeout=300)
+    after = _counters(fab, topo)
+    ok = bool(results) and all(r.get("ok") for r in results)
+    errors = sorted({str(r["error"]) for r in results if r.get("error")})
+    seconds = max((float(r.get("seconds") or 0.0) for r in results), default=math.nan)
+    phases = {p: max(float(r.get("phases", {}).get(p, 0.0)) for r in results) for p in ("compute", "mp", "allreduce")}
+    row = {**base, "kind": "iteration", "rep": rep, "ok": ok, "seconds": seconds,
+           **{f"{p}_s": s for p, s in phases.items()}, "tax": tax(before, after), "error": "; ".join(errors)[:200],
+           **cpu_row(used[0])}
+    _say(f"{topo.name} rep {rep + 1}: "
+         + (f"{seconds:.2f} s (model {base['model_s']:.2f}), tax {row['tax']:.2f}" if ok
+            else f"FAILED ({row['error'][:80]})") + f"  [{used[0].text()}]")
+    return row
+
+
+def _class_taxes(group: WorkerGroup, fab: EmulatedFabric, topo: Topology, step: dict[str, Any],
+                 base: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each traffic class alone, untimed, for its bandwidth tax: a row each (``kind`` "class")."""
+    rows = []
+    alone = {"mp": {**step, "compute_s": 0.0, "groups": []}, "allreduce": {**step, "compute_s": 0.0, "mp": []}}
+    for cls, only in alone.items():
+        if not only["mp"] and not only["groups"]:
+            continue
+        before = _counters(fab, topo)
+        results = group.run({"op": "job_step", "step": only, "iter": 1000}, timeout=300)
+        after = _counters(fab, topo)
+        rows.append({**base, "kind": "class", "traffic_class": cls, "rep": 0, "seconds": math.nan,
+                     "ok": bool(results) and all(r.get("ok") for r in results), "tax": tax(before, after)})
+    return rows
+
+
 def run_fabric(cfg: TopoOptConfig, planned: Planned, v: Variant, workdir: Path) -> list[dict[str, Any]]:
-    """The job's iteration on one fabric: warm-up, then ``repetitions`` timed, a row each
-    (``kind`` "iteration"); then each traffic class alone, untimed, for its bandwidth tax (a
-    row each, ``kind`` "class")."""
+    """The job's iteration on one fabric, ``repetitions`` times. Each repetition starts its
+    workers afresh (new TCP connections, so the fat-trees' ECMP places the flows anew: that
+    placement is part of the spread), runs the warm-up, then one timed iteration. The last
+    also runs each traffic class alone for its tax."""
     topo, job = v.topology, planned.job
     ranks = [Rank(rank=s, server=s, rail=0, ip=topo.host(f"s{s}").nics[0].address) for s in range(job.servers)]
     config = {"ranks": [dataclasses.asdict(r) for r in ranks], "servers": job.servers, "rails": 1, "port": 7100,
@@ -132,42 +169,19 @@ def run_fabric(cfg: TopoOptConfig, planned: Planned, v: Variant, workdir: Path) 
             return fab.host(f"s{rank.server}").popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                                       stderr=subprocess.PIPE)
 
-        command = {"op": "job_step", "step": v.step}
         try:
-            with WorkerGroup(popen, path, ranks, python=sys.executable) as group:
-                for warm in range(cfg.warmup):
-                    results = group.run({**command, "iter": -1 - warm}, timeout=300)
-                    if not all(r.get("ok") for r in results):
-                        raise WorkloadError(next(str(r.get("error")) for r in results if not r.get("ok")))
-                for rep in range(cfg.repetitions):
-                    before = _counters(fab, topo)
-                    with cpu.measure() as used:
-                        results = group.run({**command, "iter": rep}, timeout=300)
-                    after = _counters(fab, topo)
-                    ok = bool(results) and all(r.get("ok") for r in results)
-                    errors = sorted({str(r["error"]) for r in results if r.get("error")})
-                    seconds = max((float(r.get("seconds") or 0.0) for r in results), default=math.nan)
-                    phases = {p: max(float(r.get("phases", {}).get(p, 0.0)) for r in results)
-                              for p in ("compute", "mp", "allreduce")}
-                    row = {**base, "kind": "iteration", "rep": rep, "ok": ok, "seconds": seconds, **{f"{p}_s": s for p, s in phases.items()},
-                           "tax": tax(before, after), "error": "; ".join(errors)[:200], **cpu_row(used[0])}
-                    rows.append(row)
-                    _say(f"{topo.name} rep {rep + 1}: "
-                         + (f"{seconds:.2f} s (model {base['model_s']:.2f}), tax {row['tax']:.2f}" if ok
-                            else f"FAILED ({row['error'][:80]})") + f"  [{used[0].text()}]")
-                alone = {"mp": {**v.step, "compute_s": 0.0, "groups": []},
-                         "allreduce": {**v.step, "compute_s": 0.0, "mp": []}}
-                for cls, step in alone.items():
-                    if not step["mp"] and not step["groups"]:
-                        continue
-                    before = _counters(fab, topo)
-                    results = group.run({"op": "job_step", "step": step, "iter": 1000}, timeout=300)
-                    after = _counters(fab, topo)
-                    rows.append({**base, "kind": "class", "traffic_class": cls, "rep": 0,
-                                 "ok": bool(results) and all(r.get("ok") for r in results),
-                                 "seconds": math.nan, "tax": tax(before, after)})
+            for rep in range(cfg.repetitions):
+                with WorkerGroup(popen, path, ranks, python=sys.executable) as group:
+                    for warm in range(cfg.warmup):
+                        results = group.run({"op": "job_step", "step": v.step, "iter": -1 - warm}, timeout=300)
+                        if not all(r.get("ok") for r in results):
+                            raise WorkloadError(next(str(r.get("error")) for r in results if not r.get("ok")))
+                    rows.append(_timed(group, fab, topo, cpu, v.step, rep, base))
+                    if rep == cfg.repetitions - 1:
+                        rows += _class_taxes(group, fab, topo, v.step, base)
         except WorkloadError as exc:
-            rows.append({**base, "rep": 0, "ok": False, "seconds": math.nan, "tax": math.nan, "error": str(exc)[:200]})
+            rows.append({**base, "kind": "iteration", "rep": 0, "ok": False, "seconds": math.nan, "tax": math.nan,
+                         "error": str(exc)[:200]})
             _say(f"{topo.name}: FAILED ({str(exc)[:100]})")
     return rows
 

@@ -105,7 +105,7 @@ def _table(cfg: TopoOptConfig, planned: Sequence[Planned], summary: list[dict[st
     lines = [f"TopoOpt: {cfg.target} target, {circuits}; TopoOpt NICs at {cfg.rate_mbps:g} Mb/s each; fat-trees: one NIC of d x that "
              f"(equal bandwidth) or d x that / {cfg.cost_ratio:g} (equal cost), leaves of "
              f"{(cfg.fat_tree_radix or 0) // 2 or 'all'} servers under 2 spines; mean ± sd over {cfg.repetitions} "
-             f"iterations after {cfg.warmup} warm-up", ""]
+             f"repetitions, each with fresh workers and connections and {cfg.warmup} warm-up iteration(s)", ""]
     for p in planned:
         job = job_to_dict(p.job)
         lines.append(f"{p.job.name}, d = {p.degree}: {', '.join(f'{k} {v}' for k, v in job.items() if k not in ('name', 'strategy'))}")
