@@ -4,7 +4,9 @@ Pure."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from controller.topoopt.job import Job, Strategy
 
@@ -28,12 +30,21 @@ class Demand:
     groups: tuple[AllReduceGroup, ...]
     mp: dict[tuple[int, int], float]
     order: tuple[int, ...] = ()
+    #: ``mp`` as an ``[s, t]`` matrix (made from ``mp`` when not given)
+    matrix: np.ndarray = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
+
+    def __post_init__(self) -> None:
+        if self.matrix is None:
+            m = np.zeros((self.servers, self.servers))
+            for (u, v), mb in self.mp.items():
+                m[u, v] += mb
+            object.__setattr__(self, "matrix", m)
 
     def mp_out(self, s: int) -> float:
-        return sum(mb for (u, _), mb in self.mp.items() if u == s)
+        return float(self.matrix[s].sum())
 
     def mp_in(self, s: int) -> float:
-        return sum(mb for (_, v), mb in self.mp.items() if v == s)
+        return float(self.matrix[:, s].sum())
 
     def allreduce_mb(self) -> float:
         """All-reduce MB per server, summed over the groups (each server is in at most one)."""
@@ -68,12 +79,13 @@ def demand(job: Job, strategy: Strategy) -> Demand:
     mp: dict[tuple[int, int], float] = {}
     if job.model == "dlrm":
         groups = (AllReduceGroup(tuple(range(n)), job.dense_mb),) if job.dense_mb else ()
-        for holder in strategy.tables:
-            for v in range(n):
-                if v != holder and job.lookup_mb:
-                    mp[holder, v] = mp.get((holder, v), 0.0) + job.lookup_mb
-                    mp[v, holder] = mp.get((v, holder), 0.0) + job.lookup_mb
-        return Demand(n, groups, mp, tuple(range(n)))
+        # every table's holder to every other server and back: lookup x (tables at u + at v)
+        held = np.bincount(np.array(strategy.tables, dtype=np.int64), minlength=n).astype(float)
+        matrix = job.lookup_mb * (held[:, None] + held[None, :])
+        np.fill_diagonal(matrix, 0.0)
+        us, vs = np.nonzero(matrix)
+        mp = dict(zip(zip(us.tolist(), vs.tolist(), strict=True), matrix[us, vs].tolist(), strict=True))
+        return Demand(n, groups, mp, tuple(range(n)), matrix)
     k, place = strategy.stages, strategy.placement
     replicas = n // k
     out = []

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from controller.topoopt.demand import AllReduceGroup, Demand
 from controller.topoopt.wiring import Wiring
 
@@ -140,41 +142,40 @@ def wiring_time(demand: Demand, wiring: Wiring, *, nic_mbps: float, compute_ms: 
     >>> round(t.allreduce_ms), t.tax   # 2 x 3/4 MB at 1 MB/s
     (1500, 1.0)
     """
-    mp_load: dict[tuple[int, int], float] = {}
-    injected = carried = 0.0
-    for (u, v), mb in demand.mp.items():
-        links = wiring.links(u, v)
-        for link in links:
-            mp_load[link] = mp_load.get(link, 0.0) + mb
-        injected += mb
-        carried += mb * len(links)
-    mp_injected, mp_carried = injected, carried
-    ar_load: dict[tuple[int, int], float] = {}
+    n = wiring.n
+    mp_w = _pair_weights(demand, n)
+    mp_load, mp_injected, mp_carried = wiring.link_loads(mp_w)
+    ar_w = np.zeros((n, n))
     for g, rings in zip(demand.groups, all_group_rings(wiring, demand.groups), strict=True):
         m = len(g.members)
         for ring in rings:
             mb = 2 * (m - 1) / m * g.mb * ring.share
             for a, b in _ring_legs(ring.order):
-                links = wiring.links(a, b)
-                for link in links:
-                    ar_load[link] = ar_load.get(link, 0.0) + mb
-                injected += mb
-                carried += mb * len(links)
-    ar_injected, ar_carried = injected - mp_injected, carried - mp_carried
-    return Timing(compute_ms, _ms(max(mp_load.values(), default=0.0), nic_mbps),
-                  _ms(max(ar_load.values(), default=0.0), nic_mbps), carried / injected if injected else 1.0,
+                ar_w[a, b] += mb
+    ar_load, ar_injected, ar_carried = wiring.link_loads(ar_w)
+    injected, carried = mp_injected + ar_injected, mp_carried + ar_carried
+    return Timing(compute_ms, _ms(float(mp_load.max(initial=0.0)), nic_mbps),
+                  _ms(float(ar_load.max(initial=0.0)), nic_mbps), carried / injected if injected else 1.0,
                   mp_carried / mp_injected if mp_injected else 1.0,
                   ar_carried / ar_injected if ar_injected > 1e-12 else 1.0)
+
+
+def _pair_weights(demand: Demand, n: int) -> np.ndarray:
+    """The model-parallel demand as a matrix ``[s, t]``."""
+    return demand.matrix
 
 
 def fat_tree_time(demand: Demand, *, server_mbps: float, compute_ms: float = 0.0) -> Timing:
     """One iteration on a non-blocking fat-tree with one NIC of ``server_mbps`` per server.
 
-    >>> from controller.topoopt.demand import AllReduceGroup, Demand
+    >>> import numpy as np
+
+from controller.topoopt.demand import AllReduceGroup, Demand
     >>> round(fat_tree_time(Demand(4, (AllReduceGroup((0, 1, 2, 3), 1.0),), {}), server_mbps=8.0).allreduce_ms)
     1500
     """
     n = demand.servers
-    mp = max((max(demand.mp_out(s), demand.mp_in(s)) for s in range(n)), default=0.0)
+    w = _pair_weights(demand, n)
+    mp = float(max(w.sum(axis=1).max(initial=0.0), w.sum(axis=0).max(initial=0.0)))
     ar = max((2 * (len(g.members) - 1) / len(g.members) * g.mb for g in demand.groups), default=0.0)
     return Timing(compute_ms, _ms(mp, server_mbps), _ms(ar, server_mbps), 1.0)

@@ -17,6 +17,9 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
+
+import numpy as np
 
 from controller.errors import ConfigError
 
@@ -157,6 +160,46 @@ class Wiring:
             v = nxt
         self._cache[key] = found = tuple(out)
         return found
+
+    def _hop_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+        """Every route at once (memoised): ``dist[s, t]``, the first hop's ``nic[s, t]`` and
+        ``nxt[s, t]`` (the same choice as :meth:`next_hop`: the closest landing, ties to
+        the lowest NIC), and the ``(s, t)`` index arrays of each distance, farthest first."""
+        hit: Any = self._cache.get("hop_arrays")
+        if hit is None:
+            n = self.n
+            dist = np.array(self._dist, dtype=np.int64).T  # _dist[t][s]
+            perms = np.array([[-1 if t is None else t for t in p] for p in self.perms], dtype=np.int64)
+            cand = np.where((perms >= 0)[:, :, None], dist[np.maximum(perms, 0)], UNREACHABLE)  # (d, s, t)
+            nic = cand.argmin(axis=0)
+            nxt = perms[nic, np.arange(n)[:, None]]
+            top = int(dist[dist < UNREACHABLE].max(initial=0))
+            levels = [np.nonzero(dist == level) for level in range(top, 0, -1)]
+            hit = self._cache["hop_arrays"] = (dist, nic, nxt, levels)
+        return hit
+
+    def link_loads(self, pair_weights: np.ndarray) -> tuple[np.ndarray, float, float]:
+        """Each transmitter's (``server * degree + nic``) load when ``s`` sends
+        ``pair_weights[s, t]`` to ``t`` over its route, and the totals injected and carried.
+        Flows are pushed one distance at a time towards their destinations, all at once.
+
+        >>> w = Wiring(3, (stride_perm(3, 1),))
+        >>> loads, injected, carried = w.link_loads(np.array([[0, 0, 1.0], [0, 0, 0], [0, 0, 0]]))  # 0 -> 2
+        >>> loads.tolist(), injected, carried
+        ([1.0, 1.0, 0.0], 1.0, 2.0)
+        """
+        dist, nic, nxt, levels = self._hop_arrays()
+        d = self.degree
+        flow = np.array(pair_weights, dtype=float, copy=True)
+        np.fill_diagonal(flow, 0.0)
+        injected = float(flow.sum())
+        carried = float((flow * np.where(dist < UNREACHABLE, dist, 0)).sum())
+        loads = np.zeros(self.n * d)
+        for s_idx, t_idx in levels:
+            f = flow[s_idx, t_idx]
+            np.add.at(loads, s_idx * d + nic[s_idx, t_idx], f)
+            np.add.at(flow, (nxt[s_idx, t_idx], t_idx), f)
+        return loads, injected, carried
 
     def routes(self) -> dict[int, list[Hop]]:
         """Every server's first hop towards every other server."""
