@@ -179,3 +179,22 @@ def test_duplex_circuits_wire_pairs_both_ways_and_a_ring_takes_two_switches() ->
     job = parse_job({**TRANSFORMER, "servers": 16, "strategy": {"stages": 4}})
     found = find_wiring(demand(job, job.strategy), 4, nic_mbps=5.0, duplex=True)
     assert all(found.wiring.is_involution(i) for i in range(4)) and found.rings % 2 == 0
+
+
+@pytest.mark.parametrize(("n", "d", "duplex"), [(16, 3, False), (31, 4, False), (16, 4, True)])
+def test_bulk_link_loads_match_the_routes_one_by_one(n: int, d: int, duplex: bool) -> None:
+    import numpy as np
+
+    w = totient_wiring(n, d, duplex=duplex)
+    rng = np.random.default_rng(n)
+    weights = rng.random((n, n))
+    loads, injected, carried = w.link_loads(weights)
+    naive = np.zeros(n * d)
+    for s in range(n):
+        for t in range(n):
+            if s != t:
+                for v, nic in w.links(s, t):
+                    naive[v * d + nic] += weights[s, t]
+    assert np.allclose(loads, naive)
+    assert injected == pytest.approx(weights.sum() - np.trace(weights))
+    assert carried == pytest.approx(sum(weights[s, t] * w.distance(s, t) for s in range(n) for t in range(n) if s != t))
