@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "comma-separated job files (controller/topoopt/job.py: a dlrm or transformer model and its "
                         "strategy)")
     p.add_argument("--servers", type=int, default=None, help="run the jobs on this many servers (default: their own)")
-    p.add_argument("--degrees", default="3,4", help="comma-separated TopoOpt degrees (NICs per server)")
+    p.add_argument("--degrees", default=None,
+                   help="comma-separated TopoOpt degrees (NICs per server); default 3,4, or 4 with --duplex")
     p.add_argument("--rate-mbps", type=float, default=5.0,
                    help="each TopoOpt NIC; the fat-trees' one NIC gets d x this (equal bandwidth) and d x this / "
                         "the cost ratio (equal cost)")
@@ -85,7 +86,7 @@ def parse_config(argv: list[str]) -> tuple[TopoOptConfig, Path | None, bool]:
     """The configuration, the results folder and whether the run must be decided."""
     a = build_parser().parse_args(argv)
     try:
-        degrees = tuple(int(d) for d in a.degrees.split(",") if d)
+        degrees = tuple(int(d) for d in (a.degrees or ("4" if a.duplex else "3,4")).split(",") if d)
     except ValueError:
         raise ConfigError("<topoopt experiment>", "--degrees", a.degrees, "a comma-separated list of integers") from None
     jobs = tuple(j for j in a.jobs.split(",") if j) if a.jobs else DEFAULT_JOBS
