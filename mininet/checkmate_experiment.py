@@ -56,6 +56,7 @@ from controller.experiments.results import (
     config_json,
     interrupt_on_signals,
     new_results_dir,
+    stopped_by,
     write_csv,
     write_json,
 )
@@ -319,7 +320,7 @@ def main(argv: list[str]) -> int:
         with interrupt_on_signals():
             recovery = _experiment(cfg, topo, out, rows, events, info)
     except KeyboardInterrupt as exc:
-        info["interrupted"] = f"stopped by {exc or 'SIGINT'} after {len(rows)} iterations; the emulation was torn down"
+        info["interrupted"] = f"stopped by {stopped_by(exc)} after {len(rows)} iterations; the emulation was torn down"
         _say(info["interrupted"])
     if not rows:
         _say("nothing finished: no results written")

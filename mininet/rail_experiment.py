@@ -62,6 +62,7 @@ from controller.experiments.results import (
     interrupt_on_signals,
     new_results_dir,
     plot_collectives,
+    stopped_by,
     write_csv,
     write_json,
 )
@@ -412,7 +413,7 @@ def main(argv: list[str]) -> int:
                 infos[fabric] = run_fabric(fabric, topos[fabric], cfg, work, rows)
                 write_csv(out / "iterations.csv", rows)
     except KeyboardInterrupt as exc:
-        interrupted = f"stopped by {exc or 'SIGINT'} after {len(rows)} rows; the emulation was torn down"
+        interrupted = f"stopped by {stopped_by(exc)} after {len(rows)} rows; the emulation was torn down"
         _say(interrupted)
     if interrupted is not None:
         if not rows or set(topos) - set(infos):

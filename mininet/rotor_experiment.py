@@ -42,6 +42,7 @@ from controller.experiments.options import UNDECIDED_EXIT, add_common_options, e
 from controller.experiments.results import (
     interrupt_on_signals,
     new_results_dir,
+    stopped_by,
     write_csv,
     write_json,
 )
@@ -356,7 +357,7 @@ def main(argv: list[str]) -> int:
                             for routing in ROUTINGS:
                                 allreduce += run_allreduce(fab, cfg, dataclasses.replace(ref, routing=routing), Path(tmp))
     except KeyboardInterrupt as exc:
-        interrupted = f"stopped by {exc or 'SIGINT'} after {len(runs)} of {total} runs; the emulation was torn down"
+        interrupted = f"stopped by {stopped_by(exc)} after {len(runs)} of {total} runs; the emulation was torn down"
         _say(interrupted)
     text = _write(cfg, out, points, runs, allreduce, ref, interrupted, engines)
     print()

@@ -33,6 +33,7 @@ from controller.experiments.results import (
     config_json,
     interrupt_on_signals,
     new_results_dir,
+    stopped_by,
     write_run,
 )
 from controller.experiments.tdtcp import (
@@ -235,7 +236,7 @@ def main(argv: list[str]) -> int:
             for rep in range(cfg.repetitions):
                 runs += run_repetition(cfg, rep, out / "logs" / f"rep{rep + 1}")
     except KeyboardInterrupt as exc:
-        interrupted = f"stopped by {exc or 'SIGINT'} after {len(runs)} transfers; the emulation was torn down"
+        interrupted = f"stopped by {stopped_by(exc)} after {len(runs)} transfers; the emulation was torn down"
         _say(interrupted)
     text, summary, figure = report(cfg, runs, out)
     cpu = cpu_summary(runs)

@@ -30,6 +30,7 @@ from controller.experiments.results import (
     config_json,
     interrupt_on_signals,
     new_results_dir,
+    stopped_by,
     write_run,
 )
 from controller.experiments.topoopt import (
@@ -214,7 +215,7 @@ def main(argv: list[str]) -> int:
                 _say(f"fabric {k + 1} of {len(runs)}: {v.topology.name} ({time.monotonic() - t0:.0f} s so far)")
                 rows += run_fabric(cfg, p, v, Path(tmp))
     except KeyboardInterrupt as exc:
-        interrupted = f"stopped by {exc or 'SIGINT'} after {len(rows)} runs; the emulation was torn down"
+        interrupted = f"stopped by {stopped_by(exc)} after {len(rows)} runs; the emulation was torn down"
         _say(interrupted)
     text, data, judged, figures = report(cfg, planned, rows, out)
     write_run(out, text, {"config": config_json(cfg), **data, "runs": rows, "interrupted": interrupted}, rows)

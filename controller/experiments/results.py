@@ -13,8 +13,19 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FABRIC_COLOURS", "collective_series", "config_json", "interrupt_on_signals", "new_results_dir",
-           "plot_collectives", "results_root", "write_csv", "write_json", "write_run"]
+__all__ = [
+    "FABRIC_COLOURS",
+    "collective_series",
+    "config_json",
+    "interrupt_on_signals",
+    "new_results_dir",
+    "plot_collectives",
+    "results_root",
+    "stopped_by",
+    "write_csv",
+    "write_json",
+    "write_run",
+]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,6 +45,16 @@ def interrupt_on_signals() -> Iterator[None]:
     finally:
         for sig, previous in old.items():
             signal.signal(sig, previous)
+
+
+def stopped_by(exc: BaseException) -> str:
+    """The signal that stopped a run: the one :func:`interrupt_on_signals` named, else
+    SIGINT (Ctrl-C's KeyboardInterrupt carries no message).
+
+    >>> stopped_by(KeyboardInterrupt()), stopped_by(KeyboardInterrupt("SIGTERM"))
+    ('SIGINT', 'SIGTERM')
+    """
+    return str(exc) or "SIGINT"
 
 
 def results_root() -> Path:

@@ -89,9 +89,10 @@ def verdicts(planned: Sequence[Planned], rows: Sequence[dict[str, Any]],
                 continue
             t, b = top["seconds"][0], other["seconds"][0]
             ratio = b / t if t == t and t and b == b else float("nan")
-            if ratio != ratio:
-                finding = "no successful run to compare"
-            elif abs(ratio - 1) < 0.03:
+            if ratio != ratio:  # a side has no successful run: nothing was measured to compare
+                out.append(judge(label, "no successful run to compare", []))
+                continue
+            if abs(ratio - 1) < 0.03:
                 finding = f"even ({ratio:.2f}x)"
             else:
                 finding = f"TopoOpt {ratio:.2f}x as fast" if ratio > 1 else f"TopoOpt takes {1 / ratio:.2f}x as long"
