@@ -20,6 +20,7 @@ array.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -33,7 +34,8 @@ import numpy as np
 
 from workloads.errors import WorkloadError
 
-__all__ = ["FORMAT_VERSION", "Checkpoint", "CheckpointError", "load_checkpoint", "save_checkpoint"]
+__all__ = ["FORMAT_VERSION", "Checkpoint", "CheckpointError", "checkpoint_bytes", "load_checkpoint",
+           "load_checkpoint_bytes", "save_checkpoint"]
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +67,9 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def save_checkpoint(path: Path, *, iteration: int, params: np.ndarray,
-                    optimizer_state: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> Path:
-    """Write a checkpoint to ``path`` atomically (creating its directory); returns ``path``.
-
-    ``iteration`` is the last completed iteration (-1: none yet); ``params`` must be a 1-D
-    float32 array; ``meta`` must be JSON-serialisable.
-    """
-    path = Path(path)
+def _arrays(path: Path | str, iteration: int, params: np.ndarray, optimizer_state: Mapping[str, np.ndarray],
+            meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The archive's entries, checked (``path`` only names the checkpoint in errors)."""
     if isinstance(iteration, bool) or not isinstance(iteration, int | np.integer) or iteration < -1:
         raise ValueError(f"checkpoint {path}: iteration {iteration!r} must be an integer >= -1")
     if not isinstance(params, np.ndarray) or params.dtype != np.float32 or params.ndim != 1:
@@ -94,7 +91,26 @@ def save_checkpoint(path: Path, *, iteration: int, params: np.ndarray,
         if arr.dtype.hasobject:
             raise ValueError(f"checkpoint {path}: optimizer state {name!r} is an object array")
         arrays[_OPT + name] = arr
+    return arrays
 
+
+def checkpoint_bytes(*, iteration: int, params: np.ndarray, optimizer_state: Mapping[str, np.ndarray],
+                     meta: Mapping[str, Any], name: str = "<checkpoint>") -> bytes:
+    """A checkpoint as the bytes of its archive (to send to a store over the network)."""
+    buf = io.BytesIO()
+    np.savez(buf, **_arrays(name, iteration, params, optimizer_state, meta))
+    return buf.getvalue()
+
+
+def save_checkpoint(path: Path, *, iteration: int, params: np.ndarray,
+                    optimizer_state: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> Path:
+    """Write a checkpoint to ``path`` atomically (creating its directory); returns ``path``.
+
+    ``iteration`` is the last completed iteration (-1: none yet); ``params`` must be a 1-D
+    float32 array; ``meta`` must be JSON-serialisable.
+    """
+    path = Path(path)
+    arrays = _arrays(path, iteration, params, optimizer_state, meta)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
     try:
@@ -117,8 +133,17 @@ def load_checkpoint(path: Path) -> Checkpoint:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path}: no such file")
+    return _read(path, path)
+
+
+def load_checkpoint_bytes(data: bytes, source: str) -> Checkpoint:
+    """Read a checkpoint from the bytes of its archive (``source`` names it in errors)."""
+    return _read(io.BytesIO(data), source)
+
+
+def _read(f: Path | io.BytesIO, path: Path | str) -> Checkpoint:
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with np.load(f, allow_pickle=False) as z:
             files = set(z.files)
             missing = [k for k in _FIXED if k not in files]
             if missing:

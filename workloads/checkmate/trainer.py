@@ -16,8 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from workloads.checkmate import storage
 from workloads.checkmate.capture_plan import capture_plan
-from workloads.checkmate.checkpoint import load_checkpoint, save_checkpoint
+from workloads.checkmate.checkpoint import (
+    checkpoint_bytes,
+    load_checkpoint,
+    load_checkpoint_bytes,
+    save_checkpoint,
+)
 from workloads.checkmate.mirror_links import connect_mirror_legs
 from workloads.checkmate.model import (
     batch_indices,
@@ -57,7 +63,8 @@ class Trainer:
         self.optimizer = Optimizer(cfg.optimizer, self.params.size)
         self.iteration = -1  # the last completed iteration
         if cfg.restore:
-            ck = load_checkpoint(Path(cfg.restore))
+            ck = (load_checkpoint_bytes(storage.get(cfg.restore), cfg.restore) if cfg.restore.startswith("http://")
+                  else load_checkpoint(Path(cfg.restore)))
             self.params = ck.params.astype(np.float32, copy=True)
             self.optimizer.load_state(ck.optimizer_state)
             self.iteration = ck.iteration
@@ -94,9 +101,7 @@ class Trainer:
                   "optimizer": t3 - t2}
         every = self.cfg.checkpoint_every
         if every and rank == 0 and (iteration + 1) % every == 0:
-            save_checkpoint(Path(self.cfg.checkpoint_dir) / WORKER_CHECKPOINT, iteration=iteration,
-                            params=self.params, optimizer_state=self.optimizer.state(),
-                            meta={"source": "worker", "rank": rank})
+            self._persist(iteration, rank)
             phases["checkpoint"] = time.perf_counter() - t3
         seconds = time.perf_counter() - t0
         self.iteration = iteration
@@ -104,6 +109,19 @@ class Trainer:
             self.server.publish(iteration, self.params, self.optimizer.state())
         return {"seconds": seconds, "phases": phases, "loss": float(loss),
                 "digest": param_digest(self.params), "bytes": int(grad.nbytes)}
+
+    def _persist(self, iteration: int, rank: int) -> None:
+        """The baseline's synchronous checkpoint: to ``checkpoint_dir`` on this host's disk, or,
+        when it is an ``http://`` URL, to a checkpoint store over the fabric
+        (:mod:`workloads.checkmate.storage`)."""
+        state = {"iteration": iteration, "params": self.params, "optimizer_state": self.optimizer.state(),
+                 "meta": {"source": "worker", "rank": rank}}
+        target = self.cfg.checkpoint_dir
+        if target.startswith("http://"):
+            url = f"{target.rstrip('/')}/{WORKER_CHECKPOINT}"
+            storage.put(url, checkpoint_bytes(**state, name=url))  # type: ignore[arg-type]
+        else:
+            save_checkpoint(Path(target) / WORKER_CHECKPOINT, **state)  # type: ignore[arg-type]
 
     def close(self) -> None:
         if self.server is not None:

@@ -82,7 +82,7 @@ class TrainingConfig:
             raise ConfigError(source, "compute_s", compute, "must be a number of seconds >= 0")
         for key in ("checkpoint_dir", "restore"):
             if not isinstance(data.get(key, ""), str):
-                raise ConfigError(source, key, data[key], "must be a path string")
+                raise ConfigError(source, key, data[key], "must be a path string or an http:// checkpoint store URL")
         cfg = cls(model=ModelSpec(**{k: _int(source, f"model.{k}", v, 0, 1 << 30) for k, v in model.items()}),
                   optimizer=OptimizerSpec.from_dict(data.get("optimizer", {}), source),
                   ring=ring, mirror=mirror,
