@@ -1,9 +1,10 @@
 """``mlfabric experiment run checkmate``: in-network checkpointing of a real training job.
 
-Builds a rail-only fabric with one more server than the job uses: the shadow, with one NIC
-per rail like a GPU server. Installs the job's mirror entries, then, for every repetition,
-trains the same data-parallel MLP under each configuration (no checkpoint, Checkmate, a
-worker checkpoint every k iterations). Then a worker is killed at a random iteration and
+Builds a rail-only fabric with two more servers than the job uses: the shadow, with one NIC
+per rail like a GPU server, and a checkpoint store on its own link (``--storage-mbps``).
+Installs the job's mirror entries, then, for every repetition, trains the same
+data-parallel MLP under each configuration (no checkpoint, Checkmate, a worker checkpoint
+every k iterations, persisted to the store over the fabric). Then a worker is killed at a random iteration and
 the job restarts from the shadow's checkpoint. One results folder: iterations.csv,
 replication.csv, summary.json, table.txt, checkmate.png.
 """
@@ -15,10 +16,12 @@ import contextlib
 import dataclasses
 import random
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +39,13 @@ from controller.experiments.checkmate import (
     Configuration,
     claims,
     configurations,
+    fabric,
     lost_iterations,
     overhead,
     periodic_checkpoint,
     replication,
     rotation,
+    storage_host,
 )
 from controller.experiments.checkmate_plots import plot_checkmate
 from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
@@ -61,7 +66,6 @@ from controller.experiments.results import (
     write_json,
 )
 from controller.mirror import compile_mirror, install_mirror, parse_job, resolve_job
-from controller.topology import rail_only
 from workloads.checkmate.checkpoint import load_checkpoint
 from workloads.checkmate.model import ModelSpec
 from workloads.checkmate.optim import OptimizerSpec
@@ -80,19 +84,41 @@ def job_program(cfg: CheckmateConfig, live: Any, session: int = 1) -> Any:
     return compile_mirror(resolve_job(spec, live))
 
 
-def _training(job: CheckmateJob, cfg: CheckmateConfig, conf: Configuration, ckpt_dir: Path) -> Any:
+def _training(job: CheckmateJob, cfg: CheckmateConfig, conf: Configuration, store: str) -> Any:
     return job.training(model=ModelSpec(hidden=cfg.hidden, seed=cfg.seed, batch=cfg.batch),
                         optimizer=OptimizerSpec(kind=cfg.optimizer, lr=cfg.lr), mirror=conf.mirror,
                         checkpoint_every=conf.checkpoint_every,
-                        checkpoint_dir=str(ckpt_dir) if conf.checkpoint_every else "",
+                        checkpoint_dir=store if conf.checkpoint_every else "",
                         compute_s=cfg.compute_ms / 1000)
 
 
-def _run(job: CheckmateJob, cfg: CheckmateConfig, conf: Configuration, rep: int, work: Path,
-         rows: list[dict], shadow_events: dict[int, list[dict]], cpu: CpuSampler) -> None:
-    ckpt = work / f"ckpt-{rep}-{conf.checkpoint_every}"
-    ckpt.mkdir(exist_ok=True)
-    training = _training(job, cfg, conf, ckpt)
+STORE_PORT = 7600
+
+
+@contextlib.contextmanager
+def checkpoint_store(fab: EmulatedFabric, cfg: CheckmateConfig, directory: Path) -> Iterator[str]:
+    """The checkpoint store running in its host for the ``with`` body; yields its URL."""
+    host = storage_host(cfg)
+    proc = fab.host(host).popen([sys.executable, "-m", "workloads.checkmate.storage", "--dir", str(directory),
+                                 "--port", str(STORE_PORT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        line = proc.stdout.readline() if proc.stdout is not None else b""
+        if not line.startswith(b"READY"):
+            err = proc.stderr.read().decode(errors="replace")[-300:] if proc.stderr is not None else ""
+            raise MlfabricError(f"the checkpoint store on {host} did not start: {err or line!r}")
+        yield f"http://{fab.topo.host(host).nics[0].address}:{STORE_PORT}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _run(job: CheckmateJob, cfg: CheckmateConfig, conf: Configuration, rep: int, store: str,
+         rows: list[dict], shadow_events: dict[int, list[dict]], cpu: CpuSampler, work: Path) -> None:
+    training = _training(job, cfg, conf, store)
     with contextlib.ExitStack() as stack:
         shadow = None
         if conf.mirror:
@@ -273,7 +299,10 @@ def verdicts(rows: list[dict], overheads: list[dict[str, Any]]) -> list[Verdict]
 
 def build_parser() -> argparse.ArgumentParser:
     p = experiment_parser("checkmate", __doc__)
-    p.add_argument("--servers", type=int, default=4, help="worker servers (the shadow is one more)")
+    p.add_argument("--servers", type=int, default=4,
+                   help="worker servers (the shadow is one more, the checkpoint store another)")
+    p.add_argument("--storage-mbps", type=float, default=None,
+                   help="the checkpoint store's link (default: the NICs' rate); the periodic baseline persists there")
     p.add_argument("--rails", type=int, default=2, help="GPUs per server = rails")
     p.add_argument("--rate-mbps", type=float, default=100.0, help="NIC link rate")
     p.add_argument("--iterations", type=int, default=30, help="training iterations per run")
@@ -298,20 +327,19 @@ def main(argv: list[str]) -> int:
                               repetitions=a.repetitions, hidden=a.hidden, batch=a.batch, optimizer=a.optimizer,
                               lr=a.lr, compute_ms=a.compute_ms, checkpoint_ks=tuple(a.checkpoint_every),
                               target=a.target, engine=a.engine, loss_rate=a.loss_rate, seed=a.seed,
-                              recovery=not a.no_recovery).validate()
+                              recovery=not a.no_recovery, storage_mbps=a.storage_mbps).validate()
     except MlfabricError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         return 2
     try:  # before the results folder: a run refused for a busy machine leaves nothing
-        for topo_ in [rail_only(cfg.servers + 1, cfg.rails, rate_mbps=cfg.rate_mbps)]:
-            check_free(topo_)
+        check_free(fabric(cfg))
     except MlfabricError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         return 2
     out = a.out or new_results_dir("checkmate")
     out.mkdir(parents=True, exist_ok=True)
     _say(f"results folder: {out}")
-    topo = rail_only(cfg.servers + 1, cfg.rails, rate_mbps=cfg.rate_mbps)
+    topo = fabric(cfg)
     rows: list[dict] = []
     events: dict[int, list[dict]] = {}
     recovery = None
@@ -360,10 +388,13 @@ def _experiment(cfg: CheckmateConfig, topo: Any, out: Path, rows: list[dict], ev
                         bring_up_s=round(fab.timings.bring_up_s, 2))
             info["model_bytes"] = 4 * info["params"]
             configs = configurations(cfg)
-            for rep in range(cfg.repetitions):
-                for conf in rotation(configs, rep):
-                    _run(job, cfg, conf, rep, work, rows, events, cpu)
-                write_csv(out / "iterations.csv", rows)
+            with checkpoint_store(fab, cfg, work / "store") as store:
+                _say(f"checkpoint store on {storage_host(cfg)} ({store}), its link at "
+                     f"{cfg.storage_mbps or cfg.rate_mbps:g} Mb/s")
+                for rep in range(cfg.repetitions):
+                    for conf in rotation(configs, rep):
+                        _run(job, cfg, conf, rep, store, rows, events, cpu, work)
+                    write_csv(out / "iterations.csv", rows)
             if cfg.recovery:
                 reference = {r["iteration"]: r["digest"] for r in rows
                              if r["config"] == configs[0].name and r["rep"] == 0 and r["ok"]}

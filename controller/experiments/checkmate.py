@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.errors import ConfigError
+from controller.topology import rail_only
+from controller.topology.model import Topology
 
 __all__ = [
     "MIRROR",
@@ -71,6 +73,8 @@ class CheckmateConfig:
     seed: int = 1
     recovery: bool = True
     worker_timeout_s: float = 15.0
+    #: the checkpoint store's link (the host after the shadow), Mb/s; None: the NICs' rate
+    storage_mbps: float | None = None
 
     @property
     def world(self) -> int:
@@ -94,6 +98,8 @@ class CheckmateConfig:
             raise bad("repetitions", self.repetitions, "need at least one repetition")
         if self.rate_mbps <= 0:
             raise bad("rate_mbps", self.rate_mbps, "must be > 0")
+        if self.storage_mbps is not None and self.storage_mbps <= 0:
+            raise bad("--storage-mbps", self.storage_mbps, "must be > 0")
         if self.optimizer not in ("sgd", "adam"):
             raise bad("optimizer", self.optimizer, "sgd or adam")
         if not 0 <= self.loss_rate < 1:
@@ -103,6 +109,30 @@ class CheckmateConfig:
         if self.target not in ("python", "bmv2"):
             raise bad("target", self.target, "python or bmv2")
         return self
+
+
+def storage_host(cfg: CheckmateConfig) -> str:
+    """The checkpoint store's host: the server after the shadow."""
+    return f"s{cfg.servers + 1}"
+
+
+def fabric(cfg: CheckmateConfig) -> Topology:
+    """The experiment's rail-only fabric: the job's servers, the shadow (``s{servers}``) and
+    the checkpoint store (``s{servers + 1}``, on its own link of ``storage_mbps``), so that a
+    baseline's checkpoint crosses the fabric as it would to a cluster's storage.
+
+    >>> t = fabric(CheckmateConfig(servers=2, rails=1, rate_mbps=100, storage_mbps=10))
+    >>> sorted({lk.rate_mbps for lk in t.links if "s3" in (lk.a.node, lk.b.node)}), len(t.hosts)
+    ([10], 4)
+    """
+    import dataclasses
+
+    topo = rail_only(cfg.servers + 2, cfg.rails, rate_mbps=cfg.rate_mbps)
+    store = storage_host(cfg)
+    rate = cfg.storage_mbps if cfg.storage_mbps is not None else cfg.rate_mbps
+    links = tuple(dataclasses.replace(lk, rate_mbps=rate) if store in (lk.a.node, lk.b.node) else lk
+                  for lk in topo.links)
+    return dataclasses.replace(topo, links=links)
 
 
 def configurations(cfg: CheckmateConfig) -> list[Configuration]:
