@@ -52,7 +52,8 @@ def test_bad_requests_are_refused_by_name(store: tuple[str, Path], call, message
         call(store[0])
 
 
-def test_a_trainer_checkpoints_to_the_store_and_resumes_from_it_identically(store: tuple[str, Path]) -> None:
+@pytest.mark.parametrize("mode", ["sync", "checkfreq"])
+def test_a_trainer_checkpoints_to_the_store_and_resumes_from_it_identically(store: tuple[str, Path], mode: str) -> None:
     from workloads.checkmate.model import ModelSpec
     from workloads.checkmate.optim import OptimizerSpec
     from workloads.checkmate.training import TrainingConfig
@@ -61,17 +62,20 @@ def test_a_trainer_checkpoints_to_the_store_and_resumes_from_it_identically(stor
 
     url, _ = store
     base = TrainingConfig(model=ModelSpec(hidden=16, seed=4, batch=24), optimizer=OptimizerSpec(kind="adam", lr=0.01), mirror=False,
-                          checkpoint_every=4, checkpoint_dir=url)  # after iteration 3 only
+                          checkpoint_every=4, checkpoint_dir=url, checkpoint_mode=mode)  # after iteration 3 only
     digests = {}
     with WorkerGroup(subprocess_factory(), loopback_config(2, 1, timeout_s=10, mesh="rail"), op_timeout_s=30) as group:
         for it in range(6):
             results = group.run({"op": "ckpt_train", "iter": it, "training": base.to_dict()})
             assert all(r["ok"] for r in results), results
             digests[it] = results[0]["digest"]
-            if it == 3:  # the checkpoint of iteration 3 went to the store, over a socket
+            if it == 3:
                 assert "checkpoint" in results[0]["phases"]
-                ck = load_checkpoint_bytes(storage.get(f"{url}/worker-latest.npz"), url)
-                assert ck.iteration == 3
+            if it >= 4 and mode == "checkfreq":  # persisting in the background: reported once it landed
+                assert results[0]["persisted"] in (-1, 3)
+    # the checkpoint of iteration 3 went to the store, over a socket (closing waits for a persist in flight)
+    ck = load_checkpoint_bytes(storage.get(f"{url}/worker-latest.npz"), url)
+    assert ck.iteration == 3
     resumed = TrainingConfig(model=base.model, optimizer=base.optimizer, mirror=False, restore=f"{url}/worker-latest.npz")
     with WorkerGroup(subprocess_factory(), loopback_config(2, 1, timeout_s=10, mesh="rail"), op_timeout_s=30) as group:
         for it in (4, 5):

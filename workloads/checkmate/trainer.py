@@ -34,6 +34,7 @@ from workloads.checkmate.model import (
     param_digest,
 )
 from workloads.checkmate.optim import Optimizer
+from workloads.checkmate.persister import BackgroundPersister, Snapshot
 from workloads.checkmate.state_channel import StateServer
 from workloads.checkmate.training import CIDS_PER_ITERATION, TrainingConfig
 from workloads.collectives import barrier, ring_allreduce
@@ -62,6 +63,9 @@ class Trainer:
         self.params = init_params(cfg.model)
         self.optimizer = Optimizer(cfg.optimizer, self.params.size)
         self.iteration = -1  # the last completed iteration
+        #: CheckFreq's two phases (checkpoint_mode "checkfreq"), else None: synchronous
+        self.persister = (BackgroundPersister(self._persist_snapshot)
+                          if cfg.checkpoint_every and cfg.checkpoint_mode == "checkfreq" else None)
         if cfg.restore:
             ck = (load_checkpoint_bytes(storage.get(cfg.restore), cfg.restore) if cfg.restore.startswith("http://")
                   else load_checkpoint(Path(cfg.restore)))
@@ -101,20 +105,29 @@ class Trainer:
                   "optimizer": t3 - t2}
         every = self.cfg.checkpoint_every
         if every and rank == 0 and (iteration + 1) % every == 0:
-            self._persist(iteration, rank)
+            if self.persister is not None:  # CheckFreq: training waits for the snapshot only
+                waited, copied = self.persister.checkpoint(iteration, self.params, self.optimizer.state())
+                phases["checkpoint_wait"], phases["checkpoint_snapshot"] = waited, copied
+            else:
+                self._persist(iteration, rank)
             phases["checkpoint"] = time.perf_counter() - t3
         seconds = time.perf_counter() - t0
         self.iteration = iteration
         if self.server is not None:
             self.server.publish(iteration, self.params, self.optimizer.state())
-        return {"seconds": seconds, "phases": phases, "loss": float(loss),
-                "digest": param_digest(self.params), "bytes": int(grad.nbytes)}
+        out = {"seconds": seconds, "phases": phases, "loss": float(loss),
+               "digest": param_digest(self.params), "bytes": int(grad.nbytes)}
+        if self.persister is not None:
+            out["persisted"] = self.persister.persisted  # the last checkpoint that reached storage
+        return out
 
-    def _persist(self, iteration: int, rank: int) -> None:
-        """The baseline's synchronous checkpoint: to ``checkpoint_dir`` on this host's disk, or,
+    def _persist(self, iteration: int, rank: int, params: np.ndarray | None = None,
+                 optimizer_state: dict[str, np.ndarray] | None = None) -> None:
+        """Write the baseline's checkpoint: to ``checkpoint_dir`` on this host's disk, or,
         when it is an ``http://`` URL, to a checkpoint store over the fabric
-        (:mod:`workloads.checkmate.storage`)."""
-        state = {"iteration": iteration, "params": self.params, "optimizer_state": self.optimizer.state(),
+        (:mod:`workloads.checkmate.storage`). The live state, or a snapshot of it."""
+        state = {"iteration": iteration, "params": self.params if params is None else params,
+                 "optimizer_state": self.optimizer.state() if optimizer_state is None else optimizer_state,
                  "meta": {"source": "worker", "rank": rank}}
         target = self.cfg.checkpoint_dir
         if target.startswith("http://"):
@@ -123,6 +136,12 @@ class Trainer:
         else:
             save_checkpoint(Path(target) / WORKER_CHECKPOINT, **state)  # type: ignore[arg-type]
 
+    def _persist_snapshot(self, snap: Snapshot) -> None:
+        iteration, params, optimizer_state = snap
+        self._persist(iteration, self.mesh.me.rank, params, optimizer_state)
+
     def close(self) -> None:
+        if self.persister is not None:
+            self.persister.close()
         if self.server is not None:
             self.server.close()

@@ -17,20 +17,29 @@ from workloads.checkmate.tagging import MAX_SESSION
 from workloads.errors import ConfigError
 from workloads.plan import RING_KINDS
 
-__all__ = ["CIDS_PER_ITERATION", "TrainingConfig"]
+__all__ = ["CHECKPOINT_MODES", "CIDS_PER_ITERATION", "TrainingConfig"]
 
 #: collective ids one iteration uses (barrier, reduce-scatter, all-gather; the rest spare):
 #: iteration ``i`` tags its frames with ids ``i * CIDS_PER_ITERATION + 1 ...``
 CIDS_PER_ITERATION = 8
 
 _KEYS = {"model", "optimizer", "ring", "mirror", "session", "mirror_port", "state_port",
-         "checkpoint_every", "checkpoint_dir", "restore", "compute_s"}
+         "checkpoint_every", "checkpoint_dir", "checkpoint_mode", "restore", "compute_s"}
+#: how the baseline checkpoints: ``sync`` (training waits for the write) or ``checkfreq``
+#: (snapshot in memory, persist in the background, one in flight: CheckFreq's two phases)
+CHECKPOINT_MODES = ("sync", "checkfreq")
 
 
 def _int(source: str, key: str, value: Any, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise ConfigError(source, key, value, f"must be an integer in {lo}..{hi}")
     return value
+
+
+def _mode(source: str, value: Any) -> str:
+    if value not in CHECKPOINT_MODES:
+        raise ConfigError(source, "checkpoint_mode", value, f"one of {', '.join(CHECKPOINT_MODES)}")
+    return str(value)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,7 +50,8 @@ class TrainingConfig:
     ``session`` (:mod:`workloads.checkmate.tagging`); rank ``r`` accepts them on
     ``mirror_port + r``. ``state_port``: rank 0 serves its state there (the shadow's side
     channel; 0: none). ``checkpoint_every``: the baseline, rank 0 writes a synchronous
-    checkpoint to ``checkpoint_dir`` every k iterations (0: never). ``restore``: start from
+    checkpoint to ``checkpoint_dir`` every k iterations (0: never), or with ``checkpoint_mode``
+    ``checkfreq`` snapshots it and persists it in the background. ``restore``: start from
     this checkpoint. ``compute_s``: emulated accelerator time per iteration.
 
     >>> cfg = TrainingConfig.from_dict({"mirror_port": 7100, "optimizer": {"kind": "adam"}})
@@ -58,6 +68,7 @@ class TrainingConfig:
     state_port: int = 0
     checkpoint_every: int = 0
     checkpoint_dir: str = ""
+    checkpoint_mode: str = "sync"
     restore: str = ""
     compute_s: float = 0.0
 
@@ -91,6 +102,7 @@ class TrainingConfig:
                   state_port=_int(source, "state_port", data.get("state_port", 0), 0, 65535),
                   checkpoint_every=_int(source, "checkpoint_every", data.get("checkpoint_every", 0), 0, 1 << 20),
                   checkpoint_dir=data.get("checkpoint_dir", ""), restore=data.get("restore", ""),
+                  checkpoint_mode=_mode(source, data.get("checkpoint_mode", "sync")),
                   compute_s=float(compute))
         if cfg.mirror and not cfg.mirror_port:
             raise ConfigError(source, "mirror_port", cfg.mirror_port, "mirroring needs the mirrored legs' port")
@@ -103,6 +115,7 @@ class TrainingConfig:
                 "optimizer": self.optimizer.to_dict(), "ring": self.ring, "mirror": self.mirror,
                 "session": self.session, "mirror_port": self.mirror_port, "state_port": self.state_port,
                 "checkpoint_every": self.checkpoint_every, "checkpoint_dir": self.checkpoint_dir,
+                "checkpoint_mode": self.checkpoint_mode,
                 "restore": self.restore, "compute_s": self.compute_s}
 
     def replica_fields(self) -> tuple[Any, ...]:
