@@ -87,7 +87,7 @@ def job_program(cfg: CheckmateConfig, live: Any, session: int = 1) -> Any:
 def _training(job: CheckmateJob, cfg: CheckmateConfig, conf: Configuration, store: str) -> Any:
     return job.training(model=ModelSpec(hidden=cfg.hidden, seed=cfg.seed, batch=cfg.batch),
                         optimizer=OptimizerSpec(kind=cfg.optimizer, lr=cfg.lr), mirror=conf.mirror,
-                        checkpoint_every=conf.checkpoint_every,
+                        checkpoint_every=conf.checkpoint_every, checkpoint_mode=conf.mode,
                         checkpoint_dir=store if conf.checkpoint_every else "",
                         compute_s=cfg.compute_ms / 1000)
 
@@ -184,7 +184,8 @@ def _recovery(job: CheckmateJob, cfg: CheckmateConfig, work: Path, reference: di
         ck = load_checkpoint(ckpt_path)
         out.update(completed=completed, shadow_checkpoint=ck.iteration,
                    lost={MIRROR: lost_iterations(completed, ck.iteration),
-                         **{f"checkfreq k={k}": lost_iterations(completed, periodic_checkpoint(completed, k))
+                         **{f"{mode} k={k}": lost_iterations(completed, periodic_checkpoint(completed, k))
+                            for mode in ("sync", "checkfreq")
                             for k in cfg.checkpoint_ks}})
         _say(f"recovery: shadow checkpoint at iteration {ck.iteration}; restarting every worker from it")
         restored = dataclasses.replace(training, restore=str(ckpt_path))

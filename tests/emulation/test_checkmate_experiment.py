@@ -19,8 +19,8 @@ def test_experiment_writes_replication_overhead_recovery(tmp_path: Path, target_
                             "--target", target_name, "--out", str(out)])
     assert code == 0, capsys.readouterr().out[-3000:]
     rows = list(csv.DictReader((out / "iterations.csv").open()))
-    assert {r["config"] for r in rows} == {"no checkpoint", "checkmate", "checkfreq k=2"}
-    assert len(rows) == 3 * 2 * 6 and all(r["ok"] == "True" for r in rows)
+    assert {r["config"] for r in rows} == {"no checkpoint", "checkmate", "sync k=2", "checkfreq k=2"}
+    assert len(rows) == 4 * 2 * 6 and all(r["ok"] == "True" for r in rows)
     summary = json.loads((out / "summary.json").read_text())
     assert_fidelity_reported(summary, (out / "table.txt").read_text())
     assert summary["replication"]["matched"] == summary["replication"]["iterations"] == 12
