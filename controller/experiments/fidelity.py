@@ -91,6 +91,10 @@ def _number(row: Mapping[str, Any], key: str) -> float | None:
     return None if number != number else number
 
 
+#: every monitor, in the order verdicts name them
+MONITORS = ("machine CPU", "switch CPU", "link rate", "link overshoot")
+
+
 def breaches(row: Mapping[str, Any], limits: FidelityLimits = FidelityLimits()) -> list[Breach]:
     """The monitors one measured interval (a row with ``cpu_row`` columns) failed.
 
@@ -176,6 +180,9 @@ def judge(comparison: str, finding: str, rows: Iterable[Mapping[str, Any]],
     >>> v = judge("alltoall", "faster", [ok, {"machine_cpu": 0.9, "switch_cpu": 0.95, "busiest_switch": "leaf1"}])
     >>> v.decided, v.failed, [b.monitor for b in v.worst]
     (False, 1, ['machine CPU', 'switch CPU'])
+    >>> link = {"machine_cpu": 0.4, "link_carried": 0.5, "slowest_link": "h0-eth0"}
+    >>> [b.monitor for b in judge("x", "y", [link, {"machine_cpu": 0.9}]).worst]  # the machine first, always
+    ['machine CPU', 'link rate']
     """
     measured = [r for r in rows if _measured(r)]
     worst: dict[str, Breach] = {}
@@ -186,7 +193,9 @@ def judge(comparison: str, finding: str, rows: Iterable[Mapping[str, Any]],
         for b in found:
             if b.monitor not in worst or b.severity > worst[b.monitor].severity:
                 worst[b.monitor] = b
-    return Verdict(comparison, finding, len(measured), failed, tuple(worst.values()))
+    # in the monitors' own order (the machine first), not in the order the rows met them
+    ordered = sorted(worst.values(), key=lambda b: MONITORS.index(b.monitor) if b.monitor in MONITORS else len(MONITORS))
+    return Verdict(comparison, finding, len(measured), failed, tuple(ordered))
 
 
 def verdicts_json(verdicts: Sequence[Verdict], limits: FidelityLimits = FidelityLimits()) -> dict[str, Any]:
