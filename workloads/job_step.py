@@ -83,8 +83,10 @@ def parse_step(obj: Any, world: int) -> JobStep:
         raise CommandError(f"step.compute_s: must be a number of seconds >= 0 (got {compute!r})")
     mp, pairs = [], set()
     for i, t in enumerate(obj.get("mp", [])):
-        src, dst, n = _ints(t, f"step.mp[{i}]", max(world, 1 << 40)) if isinstance(t, list) and len(t) == 3 else (0, 0, 0)
-        if src == dst or src >= world or dst >= world or (src, dst) in pairs:
+        ok = isinstance(t, list) and len(t) == 3 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                                         for v in t)
+        src, dst, n = t if ok else (0, 0, 0)
+        if not ok or src == dst or src >= world or dst >= world or (src, dst) in pairs:
             raise CommandError(f"step.mp[{i}]: a transfer [src, dst, bytes] between two ranks (got {t!r})")
         pairs.add((src, dst))
         mp.append((src, dst, n))

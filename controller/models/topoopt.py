@@ -28,12 +28,11 @@ jobs, not measurements.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from controller.errors import ConfigError
-from controller.routing.topoopt_routes import compile_host_routes
+from controller.routing.topoopt_routes import wiring_of
 from controller.topology.generators import topoopt
 
 __all__ = ["COST_RATIO", "PAPER_SPEEDUP", "PAPER_TAX", "WORKLOADS", "Workload", "iteration", "mean_route_length"]
@@ -69,8 +68,7 @@ def mean_route_length(n: int, d: int) -> float:
     >>> mean_route_length(8, 2)
     2.0
     """
-    routes = compile_host_routes(topoopt(n, d))
-    return statistics.fmean(r.hops for rs in routes.values() for r in rs)
+    return wiring_of(topoopt(n, d)).mean_route_length()
 
 
 def _ms(mb: float, gbps: float) -> float:

@@ -46,14 +46,6 @@ class Demand:
     def mp_in(self, s: int) -> float:
         return float(self.matrix[:, s].sum())
 
-    def allreduce_mb(self) -> float:
-        """All-reduce MB per server, summed over the groups (each server is in at most one)."""
-        return sum(g.mb * len(g.members) for g in self.groups) / self.servers
-
-    def mp_mb(self) -> float:
-        """Model-parallel MB sent per server, on average."""
-        return sum(self.mp.values()) / self.servers
-
 
 def demand(job: Job, strategy: Strategy) -> Demand:
     """The traffic of one iteration of ``job`` under ``strategy``.

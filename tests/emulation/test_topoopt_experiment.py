@@ -35,8 +35,12 @@ def test_the_quick_experiment_runs_every_job_on_its_four_fabrics(target_name: st
         assert ((job, fabric) in ran) != e["same_as_topoopt"], (job, fabric)  # a kept TotientPerms runs once
     assert all(r["tax"] == 1.0 for r in runs if r["fabric"].startswith("fat-tree"))  # nobody relays
     assert all(r["tax"] > 1.0 for r in runs if r["fabric"] == "totient")  # servers forward for each other
-    # the model predicts every measured iteration within a factor of 1.5 (TCP and start-up on top)
-    assert all(r["model_s"] <= r["seconds"] * 1.2 and r["seconds"] <= 1.5 * r["model_s"] for r in runs), \
-        [(r["name"], r["seconds"], r["model_s"]) for r in runs]
+    # the model predicts every measured iteration within a factor of 1.5 (TCP and start-up on
+    # top) where routes are fixed; a fat-tree's ECMP places its flows by chance, so its time may
+    # be longer than any model of a non-blocking switch says
+    direct = [r for r in runs if r["fabric"] in ("topoopt", "totient")]
+    assert direct and all(r["model_s"] <= r["seconds"] * 1.2 and r["seconds"] <= 1.5 * r["model_s"] for r in direct), \
+        [(r["name"], r["seconds"], r["model_s"]) for r in direct]
+    assert all(r["model_s"] <= r["seconds"] * 1.2 for r in runs)  # never faster than the model
     assert {r["job"] for r in data["rounds"]} == {"dlrm-8", "transformer-8"}
     assert len(data["fidelity"]["verdicts"]) == 2 * 3 and "alternation" in table

@@ -24,7 +24,7 @@ def test_one_persist_in_flight_and_the_next_snapshot_waits_for_it() -> None:
     p = BackgroundPersister(slow)
     params = np.arange(4, dtype=np.float32)
     waited, _ = p.checkpoint(1, params, {"m": params * 2})
-    assert waited < 0.05 and p.persisted == -1  # nothing in flight yet: no wait
+    assert waited < 0.15 and p.persisted == -1  # nothing in flight yet: no wait (the next one waits >= 0.15)
     params += 100  # training goes on: the snapshot is a copy
     threading.Timer(0.2, release.set).start()
     t0 = time.perf_counter()
