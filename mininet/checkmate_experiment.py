@@ -1,12 +1,21 @@
 """``mlfabric experiment run checkmate``: in-network checkpointing of a real training job.
 
 Builds a rail-only fabric with two more servers than the job uses: the shadow, with one NIC
-per rail like a GPU server, and a checkpoint store on its own link (``--storage-mbps``).
-Installs the job's mirror entries, then, for every repetition, trains the same
-data-parallel MLP under each configuration (no checkpoint, Checkmate, a worker checkpoint
-every k iterations, persisted to the store over the fabric). Then a worker is killed at a random iteration and
-the job restarts from the shadow's checkpoint. One results folder: iterations.csv,
-replication.csv, summary.json, table.txt, checkmate.png.
+per rail like a GPU server, and a checkpoint store on its own link (``--storage-mbps``, by
+default the link on which persisting a checkpoint takes ``--checkpoint-iterations``
+iterations, the regime of the paper's jobs). Installs the job's mirror entries, then:
+
+1. profiles an iteration, a full checkpoint and a snapshot, and tunes CheckFreq's and
+   Gemini's checkpoint interval to the overhead budget (``--budget``) as their tuners do
+   (:mod:`controller.experiments.checkmate_tuning`);
+2. for every repetition, trains the same data-parallel MLP under each configuration: no
+   checkpoint, Checkmate, and each baseline (synchronous, CheckFreq to the store, Gemini to
+   a peer's memory) at equal frequency and at its tuned one;
+3. runs Checkmate once with mirror loss (``--mirror-loss``), and kills a worker at a random
+   iteration to restart the job from the shadow's checkpoint.
+
+One results folder: iterations.csv, tuning.csv, replication.csv, summary.json, table.txt,
+checkmate.png, frequency.png.
 """
 
 from __future__ import annotations
@@ -15,7 +24,9 @@ import argparse
 import contextlib
 import dataclasses
 import random
+import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,19 +46,34 @@ from controller.errors import MlfabricError
 from controller.experiments.checkmate import (
     MIRROR,
     OFF,
+    SYSTEMS,
     CheckmateConfig,
     Configuration,
     claims,
     configurations,
     fabric,
+    loss_configuration,
     lost_iterations,
     overhead,
+    peer_host,
     periodic_checkpoint,
+    predicted_iteration_s,
     replication,
     rotation,
     storage_host,
 )
-from controller.experiments.checkmate_plots import plot_checkmate
+from controller.experiments.checkmate_plots import plot_checkmate, plot_frequency
+from controller.experiments.checkmate_tuning import (
+    CHECKFREQ_STEP,
+    GEMINI_STEP,
+    Tuning,
+    checkfreq_first_k,
+    gemini_first_k,
+    repeated_work,
+    storage_mbps_for,
+    sync_k,
+    tune,
+)
 from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
 from controller.experiments.fidelity import (
     Verdict,
@@ -66,10 +92,11 @@ from controller.experiments.results import (
     write_json,
 )
 from controller.mirror import compile_mirror, install_mirror, parse_job, resolve_job
-from workloads.checkmate.checkpoint import load_checkpoint
-from workloads.checkmate.model import ModelSpec
-from workloads.checkmate.optim import OptimizerSpec
+from workloads.checkmate.checkpoint import checkpoint_bytes, load_checkpoint
+from workloads.checkmate.model import ModelSpec, init_params, param_count
+from workloads.checkmate.optim import Optimizer, OptimizerSpec
 from workloads.checkmate.shadow import SHADOW_CHECKPOINT
+from workloads.checkmate.trainer import worker_checkpoint
 
 
 def _say(msg: str) -> None:
@@ -84,21 +111,45 @@ def job_program(cfg: CheckmateConfig, live: Any, session: int = 1) -> Any:
     return compile_mirror(resolve_job(spec, live))
 
 
-def _training(job: CheckmateJob, cfg: CheckmateConfig, conf: Configuration, store: str) -> Any:
-    return job.training(model=ModelSpec(hidden=cfg.hidden, seed=cfg.seed, batch=cfg.batch),
-                        optimizer=OptimizerSpec(kind=cfg.optimizer, lr=cfg.lr), mirror=conf.mirror,
-                        checkpoint_every=conf.checkpoint_every, checkpoint_mode=conf.mode,
-                        checkpoint_dir=store if conf.checkpoint_every else "",
+def _model(cfg: CheckmateConfig) -> ModelSpec:
+    return ModelSpec(hidden=cfg.hidden, seed=cfg.seed, batch=cfg.batch)
+
+
+def state_bytes(cfg: CheckmateConfig) -> int:
+    """The bytes of one checkpoint: parameters and optimizer state, as the trainer sends them."""
+    spec = _model(cfg)
+    params = init_params(spec)
+    state = Optimizer(OptimizerSpec(kind=cfg.optimizer, lr=cfg.lr), params.size).state()
+    return len(checkpoint_bytes(iteration=0, params=params, optimizer_state=state, meta={"rank": 0}))
+
+
+def with_regime(cfg: CheckmateConfig) -> CheckmateConfig:
+    """``cfg`` with its storage link derived from the regime when not given."""
+    if cfg.storage_mbps is not None:
+        return cfg
+    predicted = predicted_iteration_s(cfg, 4 * param_count(_model(cfg)))
+    mbps = storage_mbps_for(state_bytes(cfg), predicted, cfg.checkpoint_iterations)
+    return dataclasses.replace(cfg, storage_mbps=round(mbps, 3))
+
+
+def _training(job: CheckmateJob, cfg: CheckmateConfig, conf: Configuration, urls: dict[str, str]) -> Any:
+    return job.training(model=_model(cfg), optimizer=OptimizerSpec(kind=cfg.optimizer, lr=cfg.lr),
+                        mirror=conf.mirror, checkpoint_every=conf.checkpoint_every, checkpoint_mode=conf.mode,
+                        checkpoint_dir=(urls["peer"] if conf.mode == "gemini" else urls["store"])
+                        if conf.checkpoint_every else "",
                         compute_s=cfg.compute_ms / 1000)
 
 
 STORE_PORT = 7600
+#: the shadow stands for the paper's separate CPU cluster: on this machine it runs at the
+#: lowest priority, so it takes the cores the workers and switches leave idle, not theirs
+SHADOW_NICENESS = 19
 
 
 @contextlib.contextmanager
-def checkpoint_store(fab: EmulatedFabric, cfg: CheckmateConfig, directory: Path) -> Iterator[str]:
-    """The checkpoint store running in its host for the ``with`` body; yields its URL."""
-    host = storage_host(cfg)
+def checkpoint_store(fab: EmulatedFabric, host: str, directory: Path) -> Iterator[str]:
+    """A checkpoint store running in ``host`` for the ``with`` body, keeping its checkpoints
+    in ``directory`` (a tmpfs one for a peer's memory); yields its URL on the host's first NIC."""
     proc = fab.host(host).popen([sys.executable, "-m", "workloads.checkmate.storage", "--dir", str(directory),
                                  "--port", str(STORE_PORT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -116,47 +167,117 @@ def checkpoint_store(fab: EmulatedFabric, cfg: CheckmateConfig, directory: Path)
             proc.wait()
 
 
-def _run(job: CheckmateJob, cfg: CheckmateConfig, conf: Configuration, rep: int, store: str,
-         rows: list[dict], shadow_events: dict[int, list[dict]], cpu: CpuSampler, work: Path) -> None:
-    training = _training(job, cfg, conf, store)
+def _run(job: CheckmateJob, cfg: CheckmateConfig, conf: Configuration, rep: int | str, urls: dict[str, str],
+         rows: list[dict], cpu: CpuSampler, work: Path, iterations: int | None = None) -> list[dict] | None:
+    """Train ``conf`` for ``iterations`` (default: the run's) with fresh workers, appending a
+    row per iteration to ``rows``; the shadow's events when it mirrors."""
+    training = _training(job, cfg, conf, urls)
+    iterations = iterations or cfg.iterations
     with contextlib.ExitStack() as stack:
         shadow = None
         if conf.mirror:
-            shadow = stack.enter_context(job.shadow(training, drop_rate=cfg.loss_rate, drop_seed=cfg.seed + rep,
-                                                    report=work / f"shadow-{rep}.jsonl"))
+            seed = cfg.seed + (rep if isinstance(rep, int) else 0)
+            shadow = stack.enter_context(job.shadow(training, drop_rate=conf.mirror_loss, drop_seed=seed,
+                                                    report=work / f"shadow-{rep}-{len(rows)}.jsonl",
+                                                    niceness=SHADOW_NICENESS))
         group = stack.enter_context(job.workers(f"workers-{rep}"))
         t0 = time.monotonic()
         block: list[dict] = []
-        with cpu.measure() as used:
-            for it in range(cfg.iterations):
+
+        def iterate(its: range) -> bool:
+            for it in its:
                 row = {"config": conf.name, "rep": rep, **train_iteration(group, training, it)}
                 rows.append(row)
                 block.append(row)
                 if not row["ok"]:
                     _say(f"{conf.name} rep {rep}: iteration {it} FAILED: {row['error'][:120]}")
-                    break
-        for row in block:  # the block's CPU use on each of its iterations' rows
+                    return False
+            return True
+
+        # iteration 0 starts the workers' trainers (imports, the data set, connections): it is
+        # left out of the timings, and out of the CPU measurement, which would see only that
+        used: list[Any] = []
+        if iterate(range(1)):
+            with cpu.measure() as used:
+                iterate(range(1, iterations))
+        for row in block if used else ():  # the block's CPU use on each of its iterations' rows
             row.update(cpu_row(used[0]))
         if shadow is not None:
-            shadow.wait_applied(cfg.iterations - 1, timeout_s=10)
-    if shadow is not None:
-        shadow_events[rep] = shadow.events()  # after it stopped: with its counters
-    ok = [r for r in rows if r["config"] == conf.name and r["rep"] == rep and r["ok"]]
+            shadow.wait_applied(iterations - 1, timeout_s=10)
+    events = shadow.events() if shadow is not None else None  # after it stopped: with its counters
+    ok = [r for r in block if r["ok"]]
     mean = sum(r["seconds"] for r in ok[1:]) / max(1, len(ok) - 1)
     _say(f"rep {rep} {conf.name:<16} {len(ok)} iterations, mean {mean * 1000:.1f} ms, "
-         f"loss {ok[0]['loss']:.3f} -> {ok[-1]['loss']:.3f} [{time.monotonic() - t0:.1f} s wall; {used[0].text()}]"
+         f"loss {ok[0]['loss']:.3f} -> {ok[-1]['loss']:.3f} [{time.monotonic() - t0:.1f} s wall"
+         + (f"; {used[0].text()}]" if used else "]")
          if ok else
          f"rep {rep} {conf.name}: no iteration completed")
+    return events
 
 
-def _recovery(job: CheckmateJob, cfg: CheckmateConfig, work: Path, reference: dict[int, str]) -> dict:
+def _mean_s(rows: list[dict]) -> float:
+    ts = [r["seconds"] for r in rows if r["ok"] and r["iteration"] > 0]
+    if not ts:
+        raise MlfabricError("profiling: no iteration completed")
+    return statistics.fmean(ts)
+
+
+def _tune(job: CheckmateJob, cfg: CheckmateConfig, urls: dict[str, str], cpu: CpuSampler, work: Path,
+          rows: list[dict], info: dict[str, Any]) -> dict[str, Tuning]:
+    """Profile as the baselines' tuners do, then tune each to the budget against measurement:
+    an iteration without checkpoints, a full synchronous checkpoint (CheckFreq's t_f), the
+    snapshot's stall (t_s, its first checkpoint's, with nothing in flight) and the compute
+    phase's idle span (Gemini's)."""
+    def block(conf: Configuration, iterations: int | None = None) -> list[dict]:
+        before = len(rows)
+        _run(job, cfg, conf, "tune", urls, rows, cpu, work, iterations)
+        return rows[before:]
+
+    base = block(Configuration(OFF, False, 0))
+    iteration_s = _mean_s(base)
+    idle_s = statistics.median(r["compute_s"] for r in base if r["ok"])
+    short = max(5, min(cfg.iterations, 8))
+    full_s = statistics.median(r["checkpoint_s"] for r in block(Configuration("sync k=1", False, 1, "sync"), short)
+                               if r["ok"])
+    snapshot_s = next(r["checkpoint_s"] for r in block(Configuration("checkfreq k=1", False, 1, "checkfreq"), short)
+                      if r["ok"])
+    size = state_bytes(cfg)
+    info["profile"] = {"iteration_s": iteration_s, "idle_s": idle_s, "checkpoint_s": full_s,
+                       "snapshot_s": snapshot_s, "state_bytes": size,
+                       "checkpoint_iterations": full_s / iteration_s}
+    _say(f"profile: iteration {iteration_s * 1000:.1f} ms (compute {idle_s * 1000:.1f} ms, the network idle), "
+         f"checkpoint of {size} B persisted in {full_s * 1000:.0f} ms = {full_s / iteration_s:.1f} iterations, "
+         f"snapshot {snapshot_s * 1000:.1f} ms")
+
+    def measure(mode: str) -> Any:
+        def overhead_at(k: int) -> float:
+            over = _mean_s(block(Configuration(f"{mode} k={k}", False, k, mode))) / iteration_s - 1
+            _say(f"tuning {SYSTEMS[mode]}: every {k} iteration(s) costs {100 * over:+.1f}% "
+                 f"(budget {100 * cfg.budget:g}%)")
+            return over
+        return overhead_at
+
+    first = {"checkfreq": checkfreq_first_k(iteration_s, full_s, snapshot_s),
+             "gemini": gemini_first_k(size, idle_s, cfg.rate_mbps)}
+    steps = {"checkfreq": CHECKFREQ_STEP, "gemini": GEMINI_STEP}
+    tuned = {mode: tune(mode, first[mode], steps[mode], measure(mode), cfg.budget, cfg.tune_rounds)
+             for mode in first}
+    info["sync_k"] = sync_k(full_s, iteration_s, cfg.budget)
+    for t in tuned.values():
+        _say(f"tuned {SYSTEMS[t.system]}: every {t.k} iteration(s)"
+             + ("" if t.within_budget else f", still over the budget after {len(t.rounds)} rounds"))
+    return tuned
+
+
+def _recovery(job: CheckmateJob, cfg: CheckmateConfig, work: Path, reference: dict[int, str],
+              urls: dict[str, str]) -> dict:
     """Kill a worker mid-iteration at a random iteration, restore every worker from the
     shadow's checkpoint, train to the end; compare with the uninterrupted run."""
     rng = random.Random(cfg.seed)
     kill_at = rng.randrange(2, cfg.iterations - 2)
     victim = rng.randrange(job.program.job.layout.world)
     conf = Configuration(MIRROR, True, 0)
-    training = _training(job, cfg, conf, work)
+    training = _training(job, cfg, conf, urls)
     out: dict[str, Any] = {"kill_iteration": kill_at, "victim_rank": victim}
     with job.shadow(training, report=work / "shadow-recovery.jsonl") as shadow:
         with job.workers("workers-recovery") as group:
@@ -183,10 +304,9 @@ def _recovery(job: CheckmateJob, cfg: CheckmateConfig, work: Path, reference: di
         ckpt_path = job.shadow_dir / SHADOW_CHECKPOINT
         ck = load_checkpoint(ckpt_path)
         out.update(completed=completed, shadow_checkpoint=ck.iteration,
-                   lost={MIRROR: lost_iterations(completed, ck.iteration),
-                         **{f"{mode} k={k}": lost_iterations(completed, periodic_checkpoint(completed, k))
-                            for mode in ("sync", "checkfreq")
-                            for k in cfg.checkpoint_ks}})
+                   lost={MIRROR: lost_iterations(completed, ck.iteration)},
+                   lost_if_synchronous={f"sync k={k}": lost_iterations(completed, periodic_checkpoint(completed, k))
+                                        for k in cfg.checkpoint_ks})
         _say(f"recovery: shadow checkpoint at iteration {ck.iteration}; restarting every worker from it")
         restored = dataclasses.replace(training, restore=str(ckpt_path))
         t0 = time.monotonic()
@@ -207,19 +327,105 @@ def _recovery(job: CheckmateJob, cfg: CheckmateConfig, work: Path, reference: di
     return out
 
 
-def _report(cfg: CheckmateConfig, rows: list[dict], events: dict[int, list[dict]],
-            recovery: dict | None, info: dict, out: Path) -> tuple[str, list[Verdict]]:
-    configs = configurations(cfg)
+def _replication_counts(rows: list[dict], events: list[dict]) -> dict[str, int]:
+    holes = sum(1 for e in events if e["event"] == "hole")
+    return {"iterations": len(rows), "matched": sum(r["match"] for r in rows),
+            "mirrored": sum(r["how"] == "mirrored" for r in rows),
+            "resynced": sum(r["how"] == "resynced" for r in rows), "holes": holes,
+            "skipped": sum(r["how"] in ("hole", "missing") for r in rows),
+            "wrong": sum(1 for r in rows if r["shadow_digest"] and not r["match"])}
+
+
+def _frequency_rows(cfg: CheckmateConfig, summary: dict[str, Any]) -> list[dict[str, str]]:
+    """Per system: the interval it sustains within the budget, its overhead there and the
+    work a failure repeats there."""
+    over = {o["config"]: o for o in summary["overhead"]}
+
+    def ratio(name: str) -> str:
+        o = over.get(name, {})
+        ci = o.get("ratio_ci95")
+        if ci:
+            return f"{100 * (ci[0] - 1):+.1f}% [{100 * (ci[1] - 1):+.1f}, {100 * (ci[2] - 1):+.1f}]"
+        return f"{100 * (o['ratio'] - 1):+.1f}%" if o.get("ratio") is not None else "-"
+
+    work = summary["repeated_work"]
+    out = [{"system": "Checkmate", "checkpoint every": "1 iteration", "overhead [95% CI]": ratio(MIRROR),
+            "repeated work per failure": f"{work[MIRROR]:.2f} it (the kill-and-restore run)"
+            if work.get(MIRROR) is not None else "-"}]
+    for mode in ("checkfreq", "gemini"):
+        t = summary["tuning"].get(mode)
+        if t:
+            out.append({"system": SYSTEMS[mode],
+                        "checkpoint every": f"{t['k']} iterations (tuned from {t['first_k']}"
+                                            + ("" if t["within_budget"] else ", over budget") + ")",
+                        "overhead [95% CI]": ratio(f"{mode} k={t['k']}"),
+                        "repeated work per failure": f"{work[mode]:.2f} it" if work.get(mode) is not None else "-"})
+    if summary.get("sync_k"):
+        out.append({"system": "synchronous", "checkpoint every": f"{summary['sync_k']} iterations (modelled)",
+                    "overhead [95% CI]": "-", "repeated work per failure": f"~{summary['sync_k'] / 2:.1f} it (modelled)"})
+    return out
+
+
+#: iterations trained after restarting from a baseline's checkpoint
+RESUMED_ITERATIONS = 3
+
+
+def _resume_from_baselines(job: CheckmateJob, cfg: CheckmateConfig, urls: dict[str, str], dirs: dict[str, Path],
+                           reference: dict[int, str]) -> dict[str, dict[str, Any]]:
+    """Restart every worker from each baseline's latest checkpoint (the store's, or the
+    peer's memory for Gemini), which the workers fetch over the fabric, and train a few
+    iterations: the run must continue exactly as the uninterrupted one. (Which iteration it
+    holds is read from the store's own directory.)"""
+    out: dict[str, dict[str, Any]] = {}
+    plain = _training(job, cfg, Configuration(OFF, False, 0), urls)
+    latest = {}
+    for mode in SYSTEMS:
+        where = "peer" if mode == "gemini" else "store"
+        try:
+            latest[mode] = load_checkpoint(dirs[where] / worker_checkpoint(mode)).iteration
+        except (MlfabricError, OSError) as exc:
+            out[mode] = {"error": str(exc)[:200]}
+    end = max(latest.values(), default=0) + RESUMED_ITERATIONS
+    if end >= cfg.iterations:  # the uninterrupted run, trained on past the experiment's iterations
+        with job.workers("workers-reference") as group:
+            for it in range(end + 1):
+                row = train_iteration(group, plain, it)
+                reference[it] = row["digest"] if row["ok"] else ""
+    for mode, at in latest.items():
+        url = f"{urls['peer' if mode == 'gemini' else 'store']}/{worker_checkpoint(mode)}"
+        training = dataclasses.replace(plain, restore=url)
+        its = range(at + 1, at + 1 + RESUMED_ITERATIONS)
+        same = []
+        with job.workers(f"workers-resume-{mode}") as group:
+            for it in its:
+                row = train_iteration(group, training, it)
+                same.append(row["ok"] and row["digest"] == reference.get(it))
+        out[mode] = {"checkpoint": at, "iterations": len(same), "identical": bool(same) and all(same)}
+        _say(f"restart from {SYSTEMS[mode]}'s latest checkpoint (iteration {at}, {url}): "
+             f"{len(same)} iterations, {'identical' if out[mode]['identical'] else 'DIFFERENT'}")
+    return out
+
+
+def _report(cfg: CheckmateConfig, rows: list[dict], tuning_rows: list[dict], events: dict[int, list[dict]],
+            loss_events: list[dict] | None, tuned: dict[str, Tuning], recovery: dict | None, info: dict,
+            out: Path) -> tuple[str, list[Verdict]]:
+    configs = configurations(cfg, {m: t.k for m, t in tuned.items()})
+    lossy = loss_configuration(cfg)
     write_csv(out / "iterations.csv", rows)
-    summary: dict[str, Any] = {"config": config_json(cfg), "overhead": overhead(rows, configs), **info}
+    if tuning_rows:
+        write_csv(out / "tuning.csv", tuning_rows)
+    summary: dict[str, Any] = {"config": config_json(cfg), "budget": cfg.budget,
+                               "overhead": overhead(rows, configs), **info,
+                               "tuning": {m: t.to_json() for m, t in tuned.items()}}
     rep_rows = []
     for rep in sorted(events):
         rep_rows += [{"rep": rep, **r} for r in replication(rows, events[rep], rep)]
+    summary["replication"] = _replication_counts(rep_rows, [e for evs in events.values() for e in evs])
+    if lossy is not None and loss_events is not None:
+        loss_rows = [{"rep": "loss", **r} for r in replication(rows, loss_events, 0, lossy.name)]
+        summary["loss_replication"] = {"mirror_loss": cfg.mirror_loss, **_replication_counts(loss_rows, loss_events)}
+        rep_rows += loss_rows
     write_csv(out / "replication.csv", rep_rows)
-    holes = sum(1 for evs in events.values() for e in evs if e["event"] == "hole")
-    summary["replication"] = {"iterations": len(rep_rows), "matched": sum(r["match"] for r in rep_rows),
-                              "mirrored": sum(r["how"] == "mirrored" for r in rep_rows),
-                              "resynced": sum(r["how"] == "resynced" for r in rep_rows), "holes": holes}
     applied = [e for evs in events.values() for e in evs if e["event"] == "applied"]
     stopped = [e for evs in events.values() for e in evs if e["event"] == "stopped"]
     summary["mirrored_bytes"] = {
@@ -228,12 +434,14 @@ def _report(cfg: CheckmateConfig, rows: list[dict], events: dict[int, list[dict]
         "wire_bytes_per_iteration": (sum(e["wire_bytes"] for e in stopped) /
                                      max(1, sum(e["applied"] for e in stopped))) if stopped else None,
     }
-    writes = sorted(r["checkpoint_s"] for r in rows if r.get("ok") and r.get("checkpoint_s"))
-    summary["worker_checkpoint_ms"] = 1000 * writes[len(writes) // 2] if writes else None
+    summary["repeated_work"] = {
+        MIRROR: float(recovery["lost"][MIRROR]) if recovery else None,
+        **{m: repeated_work([r for r in rows if r["config"] == f"{m} k={t.k}" and r["ok"]]) for m, t in tuned.items()}}
     summary["recovery"] = recovery
     summary["cpu"] = cpu_summary(rows)
-    summary["claims"] = claims(summary)
     judged = verdicts(rows, summary["overhead"])
+    decided = {v.comparison.removesuffix(" overhead"): v.decided for v in judged}
+    summary["claims"] = claims(summary, decided)
     summary["fidelity"] = verdicts_json(judged)
     write_json(out / "summary.json", summary)
     digests = {r["digest"] for r in rows if r["ok"] and r["iteration"] == cfg.iterations - 1}
@@ -249,17 +457,32 @@ def _report(cfg: CheckmateConfig, rows: list[dict], events: dict[int, list[dict]
     rp = summary["replication"]
     lines = [f"Checkmate: {cfg.servers} servers x {cfg.rails} GPUs = {cfg.world} workers + 1 shadow, rail-only, "
              f"{cfg.rate_mbps:g} Mbit/s, {cfg.target} target; MLP 64-{cfg.hidden}-10 ({info['params']} params) "
-             f"on load_digits, {cfg.optimizer}, {cfg.iterations} iterations x {cfg.repetitions} repetitions",
-             "", format_table(over_rows), "",
-             f"replication: {rp['matched']}/{rp['iterations']} iterations bit-identical "
-             f"({rp['mirrored']} from the mirrored gradient, {rp['resynced']} resynced, {rp['holes']} holes)",
-             f"every configuration ends with the same parameters: {'yes' if len(digests) == 1 else 'NO'}",
-             f"mirrored per iteration: {mb['frame_bytes_per_iteration']:.0f} B of frames, "
-             f"{mb['wire_bytes_per_iteration']:.0f} B on the wire; model {mb['model_bytes']} B"
-             if mb["frame_bytes_per_iteration"] else "mirrored per iteration: -"]
-    if summary["worker_checkpoint_ms"] is not None:
-        lines.append(f"a worker checkpoint (rank 0, {info['model_bytes']} B of parameters plus optimizer state, "
-                     f"fsync'd) takes {summary['worker_checkpoint_ms']:.1f} ms (median)")
+             f"on load_digits, {cfg.optimizer}, {cfg.iterations} iterations x {cfg.repetitions} repetitions"]
+    prof = info.get("profile")
+    if prof:
+        lines.append(f"regime: a checkpoint ({prof['state_bytes']} B: parameters and {cfg.optimizer} state) persists "
+                     f"to {storage_host(cfg)} over its {cfg.storage_mbps:g} Mb/s link in "
+                     f"{prof['checkpoint_s'] * 1000:.0f} ms = {prof['checkpoint_iterations']:.1f} iterations of "
+                     f"{prof['iteration_s'] * 1000:.1f} ms (asked: {cfg.checkpoint_iterations:g}); Gemini's peer is "
+                     f"{peer_host(cfg)}'s memory, over the {cfg.rate_mbps:g} Mb/s NIC in the "
+                     f"{prof['idle_s'] * 1000:.0f} ms compute phase")
+        lines += ["", f"checkpoint frequency within a {100 * cfg.budget:g}% overhead budget:",
+                  format_table(_frequency_rows(cfg, summary))]
+        for t in tuned.values():
+            lines.append(f"  {SYSTEMS[t.system]}'s tuning: " + ", ".join(
+                f"k={r.k} {100 * r.overhead:+.1f}%" for r in t.rounds))
+    lines += ["", format_table(over_rows), "",
+              f"replication: {rp['matched']}/{rp['iterations']} iterations bit-identical "
+              f"({rp['mirrored']} from the mirrored gradient, {rp['resynced']} resynced, {rp['holes']} holes)"]
+    lr = summary.get("loss_replication")
+    if lr:
+        lines.append(f"with {100 * lr['mirror_loss']:g}% mirror loss: {lr['matched']}/{lr['iterations']} bit-identical "
+                     f"({lr['mirrored']} from the mirrored gradient, {lr['resynced']} resynced after {lr['holes']} "
+                     f"holes, {lr['skipped']} skipped while resyncing), {lr['wrong']} wrong")
+    lines += [f"every configuration ends with the same parameters: {'yes' if len(digests) == 1 else 'NO'}",
+              f"mirrored per iteration: {mb['frame_bytes_per_iteration']:.0f} B of frames, "
+              f"{mb['wire_bytes_per_iteration']:.0f} B on the wire; model {mb['model_bytes']} B"
+              if mb["frame_bytes_per_iteration"] else "mirrored per iteration: -"]
     engines = f" ({engines_text(info['engines'])})" if info.get("engines") else ""
     lines.append(f"switch CPU{engines}: {cpu_verdict(summary['cpu'])}")
     lines += fidelity_lines(judged)
@@ -268,16 +491,23 @@ def _report(cfg: CheckmateConfig, rows: list[dict], events: dict[int, list[dict]
     if recovery:
         lines += ["", f"recovery: rank {recovery['victim_rank']} killed in iteration {recovery['kill_iteration']}; "
                       f"shadow checkpoint {recovery['shadow_checkpoint']}, resumed at {recovery['resumed_at']}; "
-                      f"continued run identical to the uninterrupted one: "
-                      f"{'yes' if recovery['matches_uninterrupted_run'] else 'NO'}",
-                  format_table([{"configuration": k, "iterations lost": v} for k, v in recovery["lost"].items()])]
+                      f"{recovery['lost'][MIRROR]} iteration(s) lost; continued run identical to the uninterrupted "
+                      f"one: {'yes' if recovery['matches_uninterrupted_run'] else 'NO'}"]
+    resumes = info.get("resumes")
+    if resumes:
+        lines.append("restarts from each baseline's latest checkpoint, fetched over the fabric: " + "; ".join(
+            f"{SYSTEMS[m]} (iteration {r['checkpoint']}): {'identical' if r['identical'] else 'DIFFERENT'}"
+            if "error" not in r else f"{SYSTEMS[m]}: {r['error']}" for m, r in resumes.items()))
     lines += ["", "paper (Checkmate, NSDI'26) vs this run:", format_table(summary["claims"])]
     text = "\n".join(lines)
     (out / "table.txt").write_text(text + "\n")
     summary["replication_rows"] = rep_rows
+    note = undecided_note(judged)
     plot_checkmate(rows, summary, out / "checkmate.png",
-                   title=f"Checkmate on a rail-only fabric: {cfg.world} workers, {cfg.target} target"
-                         + undecided_note(judged))
+                   title=f"Checkmate on a rail-only fabric: {cfg.world} workers, {cfg.target} target" + note)
+    if prof:
+        plot_frequency(summary, out / "frequency.png",
+                       title=f"checkpoint frequency vs overhead, {100 * cfg.budget:g}% budget" + note)
     return text, judged
 
 
@@ -303,7 +533,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--servers", type=int, default=4,
                    help="worker servers (the shadow is one more, the checkpoint store another)")
     p.add_argument("--storage-mbps", type=float, default=None,
-                   help="the checkpoint store's link (default: the NICs' rate); the periodic baseline persists there")
+                   help="the checkpoint store's link (default: derived from --checkpoint-iterations)")
+    p.add_argument("--checkpoint-iterations", type=float, default=8.0,
+                   help="the regime: persisting a checkpoint to the store takes this many iterations "
+                        "(sets the store's link unless --storage-mbps is given)")
+    p.add_argument("--budget", type=float, default=0.05,
+                   help="the overhead budget to which CheckFreq's and Gemini's frequency is tuned (0.05: 5%%)")
+    p.add_argument("--tune-rounds", type=int, default=4, help="tuning rounds per system at most")
     p.add_argument("--rails", type=int, default=2, help="GPUs per server = rails")
     p.add_argument("--rate-mbps", type=float, default=100.0, help="NIC link rate")
     p.add_argument("--iterations", type=int, default=30, help="training iterations per run")
@@ -311,10 +547,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=64, help="global batch")
     p.add_argument("--optimizer", choices=("sgd", "adam"), default="adam", help="the training optimizer")
     p.add_argument("--lr", type=float, default=0.01, help="learning rate")
-    p.add_argument("--compute-ms", type=float, default=20.0, help="emulated accelerator time per iteration")
-    p.add_argument("--checkpoint-every", type=int, nargs="+", default=[1, 10, 50],
-                   help="the periodic baseline's k values")
-    p.add_argument("--loss-rate", type=float, default=0.0, help="inject loss on the mirror path")
+    p.add_argument("--compute-ms", type=float, default=60.0,
+                   help="emulated accelerator time per iteration (the network is idle meanwhile)")
+    p.add_argument("--checkpoint-every", type=int, nargs="+", default=[1],
+                   help="the baselines' intervals compared at equal frequency (their tuned ones are added)")
+    p.add_argument("--mirror-loss", type=float, default=0.005,
+                   help="loss on the mirror path in one extra Checkmate run (0: no such run)")
+    p.add_argument("--no-tuning", action="store_true", help="skip profiling and tuning the baselines")
     p.add_argument("--no-recovery", action="store_true", help="skip the kill-and-restore run")
     p.add_argument("--seed", type=int, default=1, help="seed of the model, the data and the loss injection")
     add_common_options(p, "checkmate", repetitions=5)
@@ -324,53 +563,63 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     a = build_parser().parse_args(argv)
     try:
-        cfg = CheckmateConfig(servers=a.servers, rails=a.rails, rate_mbps=a.rate_mbps, iterations=a.iterations,
-                              repetitions=a.repetitions, hidden=a.hidden, batch=a.batch, optimizer=a.optimizer,
-                              lr=a.lr, compute_ms=a.compute_ms, checkpoint_ks=tuple(a.checkpoint_every),
-                              target=a.target, engine=a.engine, loss_rate=a.loss_rate, seed=a.seed,
-                              recovery=not a.no_recovery, storage_mbps=a.storage_mbps).validate()
-    except MlfabricError as exc:
-        print(f"mlfabric: error: {exc}", file=sys.stderr)
-        return 2
-    try:  # before the results folder: a run refused for a busy machine leaves nothing
-        check_free(fabric(cfg))
+        cfg = with_regime(CheckmateConfig(
+            servers=a.servers, rails=a.rails, rate_mbps=a.rate_mbps, iterations=a.iterations,
+            repetitions=a.repetitions, hidden=a.hidden, batch=a.batch, optimizer=a.optimizer, lr=a.lr,
+            compute_ms=a.compute_ms, checkpoint_ks=tuple(a.checkpoint_every), target=a.target, engine=a.engine,
+            mirror_loss=a.mirror_loss, seed=a.seed, recovery=not a.no_recovery, storage_mbps=a.storage_mbps,
+            checkpoint_iterations=a.checkpoint_iterations, budget=a.budget, tune_rounds=a.tune_rounds,
+            tune=not a.no_tuning).validate())
+        check_free(fabric(cfg))  # before the results folder: a run refused for a busy machine leaves nothing
     except MlfabricError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         return 2
     out = a.out or new_results_dir("checkmate")
     out.mkdir(parents=True, exist_ok=True)
     _say(f"results folder: {out}")
-    topo = fabric(cfg)
-    rows: list[dict] = []
-    events: dict[int, list[dict]] = {}
-    recovery = None
-    info: dict[str, Any] = {}
+    run = _Run()
     try:
         with interrupt_on_signals():
-            recovery = _experiment(cfg, topo, out, rows, events, info)
+            _experiment(cfg, fabric(cfg), out, run)
     except KeyboardInterrupt as exc:
-        info["interrupted"] = f"stopped by {stopped_by(exc)} after {len(rows)} iterations; the emulation was torn down"
-        _say(info["interrupted"])
-    if not rows:
+        run.info["interrupted"] = (f"stopped by {stopped_by(exc)} after {len(run.rows)} iterations; "
+                                   "the emulation was torn down")
+        _say(run.info["interrupted"])
+    if not run.rows:
         _say("nothing finished: no results written")
         return 130
-    text, judged = _report(cfg, rows, events, recovery, info, out)
+    text, judged = _report(cfg, run.rows, run.tuning_rows, run.events, run.loss_events, run.tuned,
+                           run.recovery, run.info, out)
     print()
     print(text)
     print()
-    _say(f"wrote {out}/iterations.csv, replication.csv, summary.json, table.txt, checkmate.png")
-    if "interrupted" in info:
+    _say(f"wrote {out}/iterations.csv, replication.csv, summary.json, table.txt, checkmate.png"
+         + (", tuning.csv, frequency.png" if run.tuned else ""))
+    if "interrupted" in run.info:
         return 130
-    if not all(r["ok"] for r in rows):
+    if not all(r["ok"] for r in run.rows + run.tuning_rows):
         return 1
     return UNDECIDED_EXIT if a.require_decided and not all(v.decided for v in judged) else 0
 
 
-def _experiment(cfg: CheckmateConfig, topo: Any, out: Path, rows: list[dict], events: dict[int, list[dict]],
-                info: dict[str, Any]) -> dict | None:
-    """Everything that runs inside the emulation; fills ``rows``, ``events`` and ``info``."""
-    recovery = None
-    with tempfile.TemporaryDirectory(prefix="mlfabric-checkmate-") as tmp:
+@dataclasses.dataclass
+class _Run:
+    """What a run has gathered so far: kept when a signal stops it."""
+
+    rows: list[dict] = dataclasses.field(default_factory=list)
+    tuning_rows: list[dict] = dataclasses.field(default_factory=list)
+    events: dict[int, list[dict]] = dataclasses.field(default_factory=dict)
+    loss_events: list[dict] | None = None
+    tuned: dict[str, Tuning] = dataclasses.field(default_factory=dict)
+    recovery: dict | None = None
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _experiment(cfg: CheckmateConfig, topo: Any, out: Path, run: _Run) -> None:
+    """Everything that runs inside the emulation; fills ``run``."""
+    info = run.info
+    with tempfile.TemporaryDirectory(prefix="mlfabric-checkmate-") as tmp, \
+            tempfile.TemporaryDirectory(prefix="mlfabric-gemini-", dir=_memory_dir()) as peer_memory:
         work = Path(tmp)
         with EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, log_dir=work / "logs") as fab:
             program = job_program(cfg, fab.live)
@@ -383,24 +632,36 @@ def _experiment(cfg: CheckmateConfig, topo: Any, out: Path, rows: list[dict], ev
             info["engines"] = fabric_engines(cfg.target, fab.log_dir, names)
             _say(f"switches run the {engines_text(info['engines'])}")
             cpu = fabric_cpu_sampler(fab, names)
-            from workloads.checkmate.model import param_count
-
-            info.update(params=param_count(ModelSpec(hidden=cfg.hidden, seed=cfg.seed, batch=cfg.batch)),
-                        bring_up_s=round(fab.timings.bring_up_s, 2))
+            info.update(params=param_count(_model(cfg)), bring_up_s=round(fab.timings.bring_up_s, 2))
             info["model_bytes"] = 4 * info["params"]
-            configs = configurations(cfg)
-            with checkpoint_store(fab, cfg, work / "store") as store:
-                _say(f"checkpoint store on {storage_host(cfg)} ({store}), its link at "
-                     f"{cfg.storage_mbps or cfg.rate_mbps:g} Mb/s")
+            with checkpoint_store(fab, storage_host(cfg), work / "store") as store, \
+                    checkpoint_store(fab, peer_host(cfg), Path(peer_memory)) as peer:
+                urls = {"store": store, "peer": peer}
+                _say(f"checkpoint store on {storage_host(cfg)} ({store}), its link at {cfg.storage_mbps:g} Mb/s; "
+                     f"Gemini's peer memory on {peer_host(cfg)} ({peer})")
+                if cfg.tune:
+                    run.tuned.update(_tune(job, cfg, urls, cpu, work, run.tuning_rows, info))
+                configs = configurations(cfg, {m: t.k for m, t in run.tuned.items()})
                 for rep in range(cfg.repetitions):
                     for conf in rotation(configs, rep):
-                        _run(job, cfg, conf, rep, store, rows, events, cpu, work)
-                    write_csv(out / "iterations.csv", rows)
-            if cfg.recovery:
-                reference = {r["iteration"]: r["digest"] for r in rows
-                             if r["config"] == configs[0].name and r["rep"] == 0 and r["ok"]}
-                recovery = _recovery(job, cfg, work, reference)
-    return recovery
+                        events = _run(job, cfg, conf, rep, urls, run.rows, cpu, work)
+                        if events is not None:
+                            run.events[rep] = events
+                    write_csv(out / "iterations.csv", run.rows)
+                lossy = loss_configuration(cfg)
+                if lossy is not None:
+                    run.loss_events = _run(job, cfg, lossy, 0, urls, run.rows, cpu, work)
+                if cfg.recovery:
+                    reference: dict[int, str] = {r["iteration"]: r["digest"] for r in run.rows
+                                 if r["config"] == OFF and r["rep"] == 0 and r["ok"]}
+                    run.recovery = _recovery(job, cfg, work, reference, urls)
+                    dirs = {"store": work / "store", "peer": Path(peer_memory)}
+                    run.info["resumes"] = _resume_from_baselines(job, cfg, urls, dirs, reference)
+
+
+def _memory_dir() -> str | None:
+    """Where a peer keeps checkpoints in memory: tmpfs, when the machine has it."""
+    return "/dev/shm" if Path("/dev/shm").is_dir() and shutil.disk_usage("/dev/shm").free > 64 << 20 else None
 
 
 if __name__ == "__main__":

@@ -246,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run", help="run an experiment in Mininet (root); options after the name go to it", add_help=False,
         epilog="examples: mlfabric experiment run rail-only\n"
                "          mlfabric experiment run rail-only --gpus 32 --rails 8 --iterations 5\n"
-               "          mlfabric experiment run checkmate --repetitions 5 --loss-rate 0.01\n"
+               "          mlfabric experiment run checkmate --repetitions 5 --mirror-loss 0.01\n"
                "          mlfabric experiment run rotor --target bmv2 --slices-ms 16,32,64 --duty-cycles 0.8,0.5\n"
                "          mlfabric experiment run tdtcp --day-ms 20 --fast 16/500 --slow 2/2500\n"
                "          mlfabric experiment run topoopt --degrees 2,3,4 --jobs topologies/jobs/topoopt-transformer.yaml\n"

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["plot_checkmate"]
+__all__ = ["plot_checkmate", "plot_frequency"]
 
 
 def plot_checkmate(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any], path: Path, *,
@@ -71,6 +71,52 @@ def plot_checkmate(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_frequency(summary: Mapping[str, Any], path: Path, *, title: str) -> Path:
+    """Checkpoint frequency against overhead for every system: each measured configuration
+    (mean, 95% CI), the tuners' rounds (open marks) and the budget; the systems' frequency at
+    the budget is where their points cross it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from controller.experiments.checkmate import MIRROR, OFF, SYSTEMS
+
+    budget = 100 * float(summary["budget"])
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    colours = {MIRROR: "C2", "sync": "C3", "checkfreq": "C0", "gemini": "C1"}
+    seen: set[str] = set()
+    for o in summary["overhead"]:
+        name = o["config"]
+        if name == OFF or o.get("ratio") is None:
+            continue
+        system = MIRROR if name == MIRROR else name.split(" k=")[0]
+        label = "Checkmate" if system == MIRROR else SYSTEMS.get(system, system)
+        ci = o.get("ratio_ci95")
+        y = 100 * ((ci[0] if ci else o["ratio"]) - 1)
+        err = [[y - 100 * (ci[1] - 1)], [100 * (ci[2] - 1) - y]] if ci else None
+        ax.errorbar(o["checkpoints_per_100"], y, yerr=err, fmt="o", capsize=4, color=colours.get(system, "k"),
+                    label=None if label in seen else label)
+        seen.add(label)
+        ax.annotate(name, (o["checkpoints_per_100"], y), textcoords="offset points", xytext=(5, 5), fontsize=7)
+    for mode, t in (summary.get("tuning") or {}).items():
+        ax.scatter([100 / r["k"] for r in t["rounds"]], [100 * r["overhead"] for r in t["rounds"]],
+                   facecolors="none", edgecolors=colours.get(mode, "k"), s=60,
+                   label=f"{SYSTEMS.get(mode, mode)}'s tuning rounds")
+    ax.axhline(budget, color="grey", linestyle="--", linewidth=1, label=f"{budget:g}% budget")
+    ax.axhline(0, color="grey", linewidth=0.6)
+    ax.set_xscale("log")
+    ax.set_xlabel("checkpoints per 100 iterations (log)")
+    ax.set_ylabel("iteration time over no checkpoint (%)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

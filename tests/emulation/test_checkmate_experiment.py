@@ -11,27 +11,43 @@ from experiment_checks import assert_fidelity_reported
 from controller.emulation import load_emulation_module
 
 
-def test_experiment_writes_replication_overhead_recovery(tmp_path: Path, target_name: str, capsys) -> None:
+def test_experiment_writes_replication_overhead_tuning_recovery(tmp_path: Path, target_name: str, capsys) -> None:
     experiment = load_emulation_module("checkmate_experiment")
     out = tmp_path / "run"
     code = experiment.main(["--servers", "2", "--rails", "2", "--iterations", "6", "--repetitions", "2",
                             "--hidden", "16", "--batch", "16", "--checkpoint-every", "2", "--compute-ms", "5",
-                            "--target", target_name, "--out", str(out)])
+                            "--tune-rounds", "1", "--mirror-loss", "0.05", "--target", target_name, "--out", str(out)])
     assert code == 0, capsys.readouterr().out[-3000:]
-    rows = list(csv.DictReader((out / "iterations.csv").open()))
-    assert {r["config"] for r in rows} == {"no checkpoint", "checkmate", "sync k=2", "checkfreq k=2"}
-    assert len(rows) == 4 * 2 * 6 and all(r["ok"] == "True" for r in rows)
     summary = json.loads((out / "summary.json").read_text())
+    tuned = {m: t["k"] for m, t in summary["tuning"].items()}
+    assert set(tuned) == {"checkfreq", "gemini"} and all(len(t["rounds"]) == 1 for t in summary["tuning"].values())
+    expected = {"no checkpoint", "checkmate", "sync k=2", "checkfreq k=2", "gemini k=2",
+                f"checkfreq k={tuned['checkfreq']}", f"gemini k={tuned['gemini']}"}
+    rows = list(csv.DictReader((out / "iterations.csv").open()))
+    loss_run = "checkmate, 5% mirror loss"
+    assert {r["config"] for r in rows} == expected | {loss_run}
+    assert len(rows) == len(expected) * 2 * 6 + 6 and all(r["ok"] == "True" for r in rows)
+    # the profile and the tuners' rounds ran on the fabric too, recorded apart
+    tuning = list(csv.DictReader((out / "tuning.csv").open()))
+    assert {r["config"] for r in tuning} >= {"no checkpoint", "sync k=1", "checkfreq k=1"}
+    assert summary["profile"]["checkpoint_s"] > summary["profile"]["snapshot_s"] > 0
     assert_fidelity_reported(summary, (out / "table.txt").read_text())
     assert summary["replication"]["matched"] == summary["replication"]["iterations"] == 12
+    # with mirror loss the shadow skips or resyncs, never holds a wrong replica
+    assert summary["loss_replication"]["iterations"] == 6 and summary["loss_replication"]["wrong"] == 0
     assert summary["recovery"]["matches_uninterrupted_run"]
     assert summary["recovery"]["lost"]["checkmate"] <= 1
+    # every baseline's latest checkpoint (the store's; Gemini's in the peer's memory) resumes the run exactly
+    assert {m: r.get("identical") for m, r in summary["resumes"].items()} == {"sync": True, "checkfreq": True,
+                                                                              "gemini": True}
     assert summary["mirrored_bytes"]["frame_bytes_per_iteration"] >= summary["mirrored_bytes"]["model_bytes"]
-    assert (out / "checkmate.png").stat().st_size > 10_000
-    assert "paper (Checkmate, NSDI'26) vs this run" in (out / "table.txt").read_text()
+    assert (out / "checkmate.png").stat().st_size > 10_000 and (out / "frequency.png").stat().st_size > 10_000
+    table = (out / "table.txt").read_text()
+    assert "paper (Checkmate, NSDI'26) vs this run" in table and "checkpoint frequency within a 5% overhead" in table
     # the switches' CPU was measured over every block of iterations, and the engine named
-    assert 0 <= summary["cpu"]["switch_max"] <= 1.5 and all(r["switch_cpu"] != "" for r in rows)
-    assert "switch CPU" in (out / "table.txt").read_text() and summary["engines"]
+    assert 0 <= summary["cpu"]["switch_max"] <= 1.5
+    assert all(r["switch_cpu"] != "" for r in rows if r["iteration"] != "0")
+    assert "switch CPU" in table and summary["engines"]
 
 
 def test_bad_input_is_rejected_before_anything_starts(tmp_path: Path, capsys) -> None:

@@ -52,7 +52,26 @@ def test_bad_requests_are_refused_by_name(store: tuple[str, Path], call, message
         call(store[0])
 
 
-@pytest.mark.parametrize("mode", ["sync", "checkfreq"])
+def test_a_checkpoint_sent_in_chunks_is_committed_whole_by_its_last_chunk(store: tuple[str, Path]) -> None:
+    import hashlib
+
+    url, root = store
+    data = bytes(range(256)) * 1000
+    digest = hashlib.sha256(data).hexdigest()
+    for offset in range(0, len(data), 100_000):
+        answer = storage.put_chunk(f"{url}/peer.npz", data[offset:offset + 100_000], offset, len(data),
+                                   whole_sha256=digest)
+        if offset + 100_000 < len(data):  # nothing visible before the last chunk
+            assert answer["received"] == offset + 100_000 and not (root / "peer.npz").exists()
+    assert storage.get(f"{url}/peer.npz") == data and not [p for p in root.iterdir() if p.name != "peer.npz"]
+    with pytest.raises(storage.StorageError, match=r"409 chunk at 5 of peer\.npz: the store has 0 bytes"):
+        storage.put_chunk(f"{url}/peer.npz", b"xyz", 5, 10)  # out of order: refused, the old one kept
+    with pytest.raises(storage.StorageError, match="does not fit in total 4"):
+        storage.put_chunk(f"{url}/peer.npz", b"xyz", 2, 4)
+    assert storage.get(f"{url}/peer.npz") == data
+
+
+@pytest.mark.parametrize("mode", ["sync", "checkfreq", "gemini"])
 def test_a_trainer_checkpoints_to_the_store_and_resumes_from_it_identically(store: tuple[str, Path], mode: str) -> None:
     from workloads.checkmate.model import ModelSpec
     from workloads.checkmate.optim import OptimizerSpec
@@ -71,12 +90,13 @@ def test_a_trainer_checkpoints_to_the_store_and_resumes_from_it_identically(stor
             digests[it] = results[0]["digest"]
             if it == 3:
                 assert "checkpoint" in results[0]["phases"]
-            if it >= 4 and mode == "checkfreq":  # persisting in the background: reported once it landed
+            if it >= 4 and mode != "sync":  # persisting in the background: reported once it landed
                 assert results[0]["persisted"] in (-1, 3)
     # the checkpoint of iteration 3 went to the store, over a socket (closing waits for a persist in flight)
-    ck = load_checkpoint_bytes(storage.get(f"{url}/worker-latest.npz"), url)
+    latest = f"{url}/worker-{mode}-latest.npz"
+    ck = load_checkpoint_bytes(storage.get(latest), url)
     assert ck.iteration == 3
-    resumed = TrainingConfig(model=base.model, optimizer=base.optimizer, mirror=False, restore=f"{url}/worker-latest.npz")
+    resumed = TrainingConfig(model=base.model, optimizer=base.optimizer, mirror=False, restore=latest)
     with WorkerGroup(subprocess_factory(), loopback_config(2, 1, timeout_s=10, mesh="rail"), op_timeout_s=30) as group:
         for it in (4, 5):
             results = group.run({"op": "ckpt_train", "iter": it, "training": resumed.to_dict()})

@@ -347,3 +347,16 @@ def test_bad_meta_is_rejected_before_writing(tmp_path: Path) -> None:
         save_checkpoint(tmp_path / "ck.npz", iteration=0, params=np.zeros(2, np.float32),
                         optimizer_state={}, meta={"x": object()})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_digits_are_exactly_scikit_learns_load_digits() -> None:
+    """load_dataset reads scikit-learn's file without importing it: the same arrays."""
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    from workloads.checkmate.model import load_dataset
+
+    X, y = load_dataset()
+    d = load_digits()
+    assert np.array_equal(X, np.ascontiguousarray(d.data / 16.0, dtype=np.float32))
+    assert np.array_equal(y, d.target) and y.dtype == np.int64

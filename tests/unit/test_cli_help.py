@@ -67,7 +67,7 @@ def test_experiment_run_help_lists_each_experiments_options(capsys) -> None:
         main(["experiment", "run", "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    for name, option in (("rail-only", "--gpus"), ("checkmate", "--loss-rate"), ("rotor", "--duty-cycles"),
+    for name, option in (("rail-only", "--gpus"), ("checkmate", "--mirror-loss"), ("rotor", "--duty-cycles"),
                          ("tdtcp", "--day-ms"), ("topoopt", "--degrees")):
         section = out.split(f"\n{name} options:\n", 1)[1]
         assert option in section.split(" options:\n", 1)[0], name

@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -160,12 +161,21 @@ def init_params(spec: ModelSpec) -> np.ndarray:
 @functools.lru_cache(maxsize=1)
 def load_dataset() -> tuple[np.ndarray, np.ndarray]:
     """All of the digits: ``X`` float32 ``(1797, 64)`` in ``[0, 1]``, ``y`` int64 (read-only,
-    cached). Rows ``:TRAIN_SIZE`` are the training set, the rest the test set."""
-    from sklearn.datasets import load_digits
+    cached). Rows ``:TRAIN_SIZE`` are the training set, the rest the test set.
 
-    data = load_digits()
-    X = np.ascontiguousarray(data.data / 16.0, dtype=np.float32)
-    y = np.ascontiguousarray(data.target, dtype=np.int64)
+    Read from the file scikit-learn's ``load_digits`` reads (its bundled ``digits.csv.gz``)
+    without importing scikit-learn, whose import costs every worker a CPU-second at start."""
+    import gzip
+    import importlib.util
+
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the digits data set needs scikit-learn installed (make setup)")
+    path = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / "digits.csv.gz"
+    with gzip.open(path, "rt") as f:
+        flat = np.loadtxt(f, delimiter=",")
+    X = np.ascontiguousarray(flat[:, :-1] / 16.0, dtype=np.float32)
+    y = np.ascontiguousarray(flat[:, -1], dtype=np.int64)
     if X.shape != (DIGITS_SAMPLES, INPUTS) or y.shape != (DIGITS_SAMPLES,):
         raise RuntimeError(f"load_digits: unexpected shapes {X.shape}, {y.shape}")
     X.setflags(write=False)

@@ -8,6 +8,10 @@ Protocol, plain HTTP/1.1:
 - ``PUT /NAME`` with ``Content-Length`` stores the body atomically (a temporary file,
   fsync, rename, fsync of the directory) and answers ``201`` with JSON ``{"name", "bytes",
   "sha256"}``, the digest of what it stored; :func:`put` checks it against what it sent.
+- ``PUT /NAME?offset=O&total=T`` stores one chunk of a checkpoint sent in pieces (Gemini's
+  interleaving sends a checkpoint a chunk per idle gap): chunks arrive in order, each at the
+  offset the store has reached (else ``409``); it answers ``202`` with ``{"received"}`` until
+  the last chunk, which commits the whole atomically and answers ``201`` as above.
 - ``GET /NAME`` answers the stored bytes, or ``404``.
 - A name is ``[A-Za-z0-9._-]+`` (no paths); anything else is ``400``, with the reason.
 
@@ -29,11 +33,11 @@ from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from workloads.errors import WorkloadError
 
-__all__ = ["StorageError", "get", "main", "put", "serve"]
+__all__ = ["StorageError", "get", "main", "put", "put_chunk", "serve"]
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 #: the largest checkpoint the store takes (a guard against a runaway writer)
@@ -68,7 +72,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(code, json.dumps({"error": why}).encode())
 
     def do_PUT(self) -> None:
-        name = _name(self.path)
+        path, _, query = self.path.partition("?")
+        name = _name(path)
         if name is None:
             return self._error(400, f"bad checkpoint name {self.path!r}: use [A-Za-z0-9._-]+")
         length = self.headers.get("Content-Length")
@@ -77,35 +82,74 @@ class _Handler(BaseHTTPRequestHandler):
         size = int(length)
         if size > MAX_BYTES:
             return self._error(413, f"{size} bytes is more than the store takes ({MAX_BYTES})")
+        if query:
+            return self._put_chunk(name, size, query)
         target = self.server.directory / name
         tmp = target.with_name(f".{name}.tmp-{threading.get_ident()}")
         digest = hashlib.sha256()
         try:
             with open(tmp, "wb") as f:
-                left = size
-                while left:
-                    chunk = self.rfile.read(min(left, _CHUNK))
-                    if not chunk:
-                        raise ConnectionError(f"the client sent {size - left} of {size} bytes")
-                    f.write(chunk)
-                    digest.update(chunk)
-                    left -= len(chunk)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-            fd = os.open(self.server.directory, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+                self._receive(f, size, digest)
+            self._commit(tmp, target)
         except (OSError, ConnectionError) as exc:
             tmp.unlink(missing_ok=True)
             self.close_connection = True
             return self._error(500, f"storing {name}: {exc}")
         self._answer(201, json.dumps({"name": name, "bytes": size, "sha256": digest.hexdigest()}).encode())
 
+    def _receive(self, f: Any, size: int, digest: Any) -> None:
+        left = size
+        while left:
+            chunk = self.rfile.read(min(left, _CHUNK))
+            if not chunk:
+                raise ConnectionError(f"the client sent {size - left} of {size} bytes")
+            f.write(chunk)
+            digest.update(chunk)
+            left -= len(chunk)
+        f.flush()
+        os.fsync(f.fileno())
+
+    def _commit(self, tmp: Path, target: Path) -> None:
+        os.replace(tmp, target)
+        fd = os.open(self.server.directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _put_chunk(self, name: str, size: int, query: str) -> None:
+        """One chunk of a checkpoint sent in pieces, in order; the last one commits it."""
+        q = parse_qs(query)
+        try:
+            offset, total = int(q["offset"][0]), int(q["total"][0])
+        except (KeyError, ValueError, IndexError):
+            return self._error(400, f"a chunk needs integer offset and total (got {query!r})")
+        if not 0 <= offset <= total <= MAX_BYTES or offset + size > total:
+            return self._error(400, f"chunk {offset}+{size} does not fit in total {total}")
+        target = self.server.directory / name
+        partial = target.with_name(f".{name}.partial")
+        with self.server.lock:
+            reached = partial.stat().st_size if offset and partial.exists() else 0
+            if offset != reached:
+                self.close_connection = True
+                return self._error(409, f"chunk at {offset} of {name}: the store has {reached} bytes")
+            digest = hashlib.sha256()
+            try:
+                with open(partial, "r+b" if offset else "wb") as f:
+                    f.seek(offset)
+                    self._receive(f, size, digest)
+                if offset + size < total:
+                    return self._answer(202, json.dumps({"name": name, "received": offset + size}).encode())
+                whole = hashlib.sha256(partial.read_bytes()).hexdigest()
+                self._commit(partial, target)
+            except (OSError, ConnectionError) as exc:
+                partial.unlink(missing_ok=True)
+                self.close_connection = True
+                return self._error(500, f"storing {name}: {exc}")
+        self._answer(201, json.dumps({"name": name, "bytes": total, "sha256": whole}).encode())
+
     def do_GET(self) -> None:
-        name = _name(self.path)
+        name = _name(self.path.partition("?")[0])
         if name is None:
             return self._error(400, f"bad checkpoint name {self.path!r}: use [A-Za-z0-9._-]+")
         path = self.server.directory / name
@@ -120,6 +164,7 @@ class _Store(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], directory: Path) -> None:
         super().__init__(address, _Handler)
         self.directory = directory
+        self.lock = threading.Lock()
 
 
 def serve(directory: str | Path, host: str = "0.0.0.0", port: int = 0) -> _Store:
@@ -134,7 +179,7 @@ def _split(url: str) -> tuple[str, int, str]:
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname or not parts.path.strip("/"):
         raise StorageError(f"{url}: not a checkpoint URL (http://HOST:PORT/NAME)")
-    return parts.hostname, parts.port or 80, parts.path
+    return parts.hostname, parts.port or 80, parts.path + (f"?{parts.query}" if parts.query else "")
 
 
 def _request(url: str, method: str, body: bytes | None, timeout_s: float) -> tuple[int, bytes]:
@@ -166,6 +211,20 @@ def put(url: str, data: bytes, *, timeout_s: float = 120.0) -> dict[str, Any]:
     answer = json.loads(body)
     if answer.get("sha256") != hashlib.sha256(data).hexdigest() or answer.get("bytes") != len(data):
         raise StorageError(f"PUT {url}: the store kept {answer.get('bytes')} bytes with another digest")
+    return dict(answer)
+
+
+def put_chunk(url: str, data: bytes, offset: int, total: int, *, whole_sha256: str = "",
+              timeout_s: float = 120.0) -> dict[str, Any]:
+    """Store ``data`` as the bytes at ``offset`` of a ``total``-byte checkpoint at ``url``;
+    the last chunk commits it, and its answer's digest is checked against ``whole_sha256``."""
+    status, body = _request(f"{url}?offset={offset}&total={total}", "PUT", data, timeout_s)
+    last = offset + len(data) == total
+    if status != (201 if last else 202):
+        raise StorageError(f"PUT {url} (chunk at {offset} of {total}): {status} {_why(body)}")
+    answer = json.loads(body)
+    if last and whole_sha256 and answer.get("sha256") != whole_sha256:
+        raise StorageError(f"PUT {url}: the store assembled {answer.get('bytes')} bytes with another digest")
     return dict(answer)
 
 

@@ -24,6 +24,7 @@ from workloads.checkmate.checkpoint import (
     load_checkpoint_bytes,
     save_checkpoint,
 )
+from workloads.checkmate.gemini import PeerCheckpointer
 from workloads.checkmate.mirror_links import connect_mirror_legs
 from workloads.checkmate.model import (
     batch_indices,
@@ -42,12 +43,18 @@ from workloads.errors import CommandError
 from workloads.plan import ring_plan
 from workloads.transport import Mesh
 
-__all__ = ["WORKER_CHECKPOINT", "Trainer"]
+__all__ = ["Trainer", "worker_checkpoint"]
 
 log = logging.getLogger(__name__)
 
-#: the baseline's checkpoint file in ``checkpoint_dir``
-WORKER_CHECKPOINT = "worker-latest.npz"
+def worker_checkpoint(mode: str) -> str:
+    """The baseline's latest checkpoint's name in ``checkpoint_dir``, one per checkpoint mode
+    (so that a store keeps each system's latest apart).
+
+    >>> worker_checkpoint("gemini")
+    'worker-gemini-latest.npz'
+    """
+    return f"worker-{mode}-latest.npz"
 
 
 class Trainer:
@@ -63,9 +70,16 @@ class Trainer:
         self.params = init_params(cfg.model)
         self.optimizer = Optimizer(cfg.optimizer, self.params.size)
         self.iteration = -1  # the last completed iteration
-        #: CheckFreq's two phases (checkpoint_mode "checkfreq"), else None: synchronous
-        self.persister = (BackgroundPersister(self._persist_snapshot)
-                          if cfg.checkpoint_every and cfg.checkpoint_mode == "checkfreq" else None)
+        #: CheckFreq's two phases (checkpoint_mode "checkfreq") or Gemini's chunks to a peer
+        #: ("gemini"), else None: synchronous
+        self.persister: BackgroundPersister | PeerCheckpointer | None = None
+        if cfg.checkpoint_every and cfg.checkpoint_mode == "checkfreq":
+            self.persister = BackgroundPersister(self._persist_snapshot)
+        elif cfg.checkpoint_every and cfg.checkpoint_mode == "gemini":
+            self.persister = PeerCheckpointer(f"{cfg.checkpoint_dir.rstrip('/')}/{worker_checkpoint('gemini')}",
+                                              self._snapshot_bytes)
+        #: the last iteration whose checkpoint reached storage (-1: none)
+        self.persisted = -1
         if cfg.restore:
             ck = (load_checkpoint_bytes(storage.get(cfg.restore), cfg.restore) if cfg.restore.startswith("http://")
                   else load_checkpoint(Path(cfg.restore)))
@@ -93,6 +107,8 @@ class Trainer:
         t0 = time.perf_counter()
         idx = batch_indices(spec, iteration, rank, self.world)
         loss, grad = loss_and_grad(spec, self.params, self.X[idx], self.y[idx])
+        if isinstance(self.persister, PeerCheckpointer):  # Gemini: the network is idle while computing
+            self.persister.interleave(t0 + self.cfg.compute_s)
         spent = time.perf_counter() - t0
         if self.cfg.compute_s > spent:
             time.sleep(self.cfg.compute_s - spent)
@@ -110,6 +126,7 @@ class Trainer:
                 phases["checkpoint_wait"], phases["checkpoint_snapshot"] = waited, copied
             else:
                 self._persist(iteration, rank)
+                self.persisted = iteration
             phases["checkpoint"] = time.perf_counter() - t3
         seconds = time.perf_counter() - t0
         self.iteration = iteration
@@ -118,7 +135,9 @@ class Trainer:
         out = {"seconds": seconds, "phases": phases, "loss": float(loss),
                "digest": param_digest(self.params), "bytes": int(grad.nbytes)}
         if self.persister is not None:
-            out["persisted"] = self.persister.persisted  # the last checkpoint that reached storage
+            self.persisted = self.persister.persisted
+        if every and rank == 0:
+            out["persisted"] = self.persisted  # the last checkpoint that reached storage
         return out
 
     def _persist(self, iteration: int, rank: int, params: np.ndarray | None = None,
@@ -131,10 +150,15 @@ class Trainer:
                  "meta": {"source": "worker", "rank": rank}}
         target = self.cfg.checkpoint_dir
         if target.startswith("http://"):
-            url = f"{target.rstrip('/')}/{WORKER_CHECKPOINT}"
+            url = f"{target.rstrip('/')}/{worker_checkpoint(self.cfg.checkpoint_mode)}"
             storage.put(url, checkpoint_bytes(**state, name=url))  # type: ignore[arg-type]
         else:
-            save_checkpoint(Path(target) / WORKER_CHECKPOINT, **state)  # type: ignore[arg-type]
+            save_checkpoint(Path(target) / worker_checkpoint(self.cfg.checkpoint_mode), **state)  # type: ignore[arg-type]
+
+    def _snapshot_bytes(self, snap: Snapshot) -> bytes:
+        iteration, params, optimizer_state = snap
+        return checkpoint_bytes(iteration=iteration, params=params, optimizer_state=optimizer_state,
+                                meta={"source": "gemini", "rank": self.mesh.me.rank}, name=self.cfg.checkpoint_dir)
 
     def _persist_snapshot(self, snap: Snapshot) -> None:
         iteration, params, optimizer_state = snap

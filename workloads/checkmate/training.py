@@ -25,9 +25,11 @@ CIDS_PER_ITERATION = 8
 
 _KEYS = {"model", "optimizer", "ring", "mirror", "session", "mirror_port", "state_port",
          "checkpoint_every", "checkpoint_dir", "checkpoint_mode", "restore", "compute_s"}
-#: how the baseline checkpoints: ``sync`` (training waits for the write) or ``checkfreq``
-#: (snapshot in memory, persist in the background, one in flight: CheckFreq's two phases)
-CHECKPOINT_MODES = ("sync", "checkfreq")
+#: how the baseline checkpoints: ``sync`` (training waits for the write), ``checkfreq``
+#: (snapshot in memory, persist in the background, one in flight: CheckFreq's two phases) or
+#: ``gemini`` (snapshot in memory, sent to a peer's memory in chunks during the compute
+#: phase's network idle time: :mod:`workloads.checkmate.gemini`)
+CHECKPOINT_MODES = ("sync", "checkfreq", "gemini")
 
 
 def _int(source: str, key: str, value: Any, lo: int, hi: int) -> int:
@@ -51,7 +53,8 @@ class TrainingConfig:
     ``mirror_port + r``. ``state_port``: rank 0 serves its state there (the shadow's side
     channel; 0: none). ``checkpoint_every``: the baseline, rank 0 writes a synchronous
     checkpoint to ``checkpoint_dir`` every k iterations (0: never), or with ``checkpoint_mode``
-    ``checkfreq`` snapshots it and persists it in the background. ``restore``: start from
+    ``checkfreq`` snapshots it and persists it in the background, or with ``gemini`` sends it
+    to a peer's store (``checkpoint_dir`` its URL) in the compute phases' idle time. ``restore``: start from
     this checkpoint. ``compute_s``: emulated accelerator time per iteration.
 
     >>> cfg = TrainingConfig.from_dict({"mirror_port": 7100, "optimizer": {"kind": "adam"}})
@@ -108,6 +111,9 @@ class TrainingConfig:
             raise ConfigError(source, "mirror_port", cfg.mirror_port, "mirroring needs the mirrored legs' port")
         if cfg.checkpoint_every and not cfg.checkpoint_dir:
             raise ConfigError(source, "checkpoint_dir", "", "checkpoint_every needs a checkpoint_dir")
+        if cfg.checkpoint_every and cfg.checkpoint_mode == "gemini" and not cfg.checkpoint_dir.startswith("http://"):
+            raise ConfigError(source, "checkpoint_dir", cfg.checkpoint_dir,
+                              "gemini checkpoints to a peer's store: an http:// URL")
         return cfg
 
     def to_dict(self) -> dict[str, Any]:
