@@ -17,9 +17,9 @@ def _over(name: str, mean: float, lo: float, hi: float, k: int = 0) -> dict[str,
             "checkpoints_per_100": 100 / k if k else 100}
 
 
-def _summary(checkfreq_k: int, checkfreq_ci: tuple[float, float, float], mirror_hi: float = 1.01) -> dict[str, Any]:
+def _summary(checkfreq_k: int, checkfreq_ci: tuple[float, float, float], mirror: float = 1.0) -> dict[str, Any]:
     return {"budget": 0.05,
-            "overhead": [_over("checkmate", 1.0, 0.99, mirror_hi), _over(f"checkfreq k={checkfreq_k}", *checkfreq_ci),
+            "overhead": [_over("checkmate", mirror, mirror - 0.01, mirror + 0.01), _over(f"checkfreq k={checkfreq_k}", *checkfreq_ci),
                          _over("checkfreq k=1", 4.0, 3.9, 4.1, 1)],
             "tuning": {"checkfreq": {"system": "checkfreq", "first_k": checkfreq_k, "k": checkfreq_k,
                                      "within_budget": True, "rounds": []}},
@@ -34,14 +34,15 @@ def _verdict(rows: list[dict[str, str]], claim: str) -> str:
     (8, (1.02, 1.00, 1.04), "agrees"),
     (2, (1.02, 1.00, 1.04), "below the paper's range"),
     (40, (1.02, 1.00, 1.04), "above the paper's range"),
-    (8, (1.05, 1.02, 1.08), "undecided: CheckFreq's tuner stopped at k=8 still above the budget"),
+    (8, (1.04, 0.99, 1.09), "agrees"),  # the mean decides, as the tuners decide
+    (8, (1.06, 1.02, 1.10), "undecided: CheckFreq's tuner stopped at k=8 still above the budget"),
 ])
 def test_the_frequency_claim_is_judged_by_the_budget_and_the_papers_range(k: int, ci, verdict: str) -> None:
     assert _verdict(claims(_summary(k, ci)), "5-34.5x").startswith(verdict)
 
 
 def test_checkmate_over_budget_disagrees_and_an_emulation_that_did_not_hold_is_undecided() -> None:
-    summary = _summary(8, (1.02, 1.00, 1.04), mirror_hi=1.08)
+    summary = _summary(8, (1.02, 1.00, 1.04), mirror=1.06)
     assert _verdict(claims(summary), "5-34.5x").startswith("disagrees: Checkmate's own overhead")
     held = claims(_summary(8, (1.02, 1.00, 1.04)), {"checkmate": True, "checkfreq k=8": False})
     assert _verdict(held, "5-34.5x") == "undecided: the emulation did not hold for checkfreq k=8"
@@ -53,7 +54,7 @@ def test_repeated_work_and_the_loss_run() -> None:
     summary = _summary(8, (1.02, 1.00, 1.04))
     summary["loss_replication"] = {"iterations": 30, "matched": 26, "resynced": 2, "holes": 2, "wrong": 0}
     rows = claims(summary)
-    assert _verdict(rows, "80-97.1%") == "above the paper's range"  # 0 of 5 iterations: 100% less
+    assert _verdict(rows, "80-97.1%").startswith("above the paper's range: Checkmate repeated nothing")  # 0 of 5
     assert _verdict(rows, "with mirror loss") == "agrees"
     summary["loss_replication"]["wrong"] = 1
     assert _verdict(claims(summary), "with mirror loss").startswith("disagrees")
