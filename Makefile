@@ -25,7 +25,7 @@ run: run-rail-only ## the main job: the rail-only experiment (alias of run-rail-
 run-rail-only: setup ## rail-only vs fat-tree in Mininet: collectives, table, plot, CSV in results/
 	@$(MLFABRIC) experiment run rail-only --target $(TARGET) $(EXPERIMENT_ARGS)
 
-run-checkmate: setup ## Checkmate gradient mirroring: shadow replica, overhead vs periodic checkpoints, recovery
+run-checkmate: setup ## Checkmate vs CheckFreq and Gemini: checkpoint frequency within a 5% budget, replica, recovery
 	@$(MLFABRIC) experiment run checkmate --target $(TARGET) $(EXPERIMENT_ARGS)
 
 run-rotor: setup ## round-robin optical fabric: throughput vs slice/duty cycle, direct vs VLB, calendar-queue delay, ring all-reduce

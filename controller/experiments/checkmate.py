@@ -378,7 +378,7 @@ def claims(summary: Mapping[str, Any], decided: Mapping[str, bool] | None = None
                 verdict = "agrees: within the paper's range"
             elif t["k"] < 5:
                 verdict = (f"below the paper's range: here {SYSTEMS[mode]} persists a checkpoint in "
-                           f"{t['k']} iteration(s) (" + ("the peer is reached over the 100x faster NIC, "
+                           f"{t['k']} iteration(s) (" + ("the peer is reached over the NIC, far faster than the store's link, "
                                                          "in the compute phase's idle time" if mode == "gemini"
                                                          else "the store's link is fast for this state") + ")")
             else:

@@ -79,44 +79,65 @@ def plot_checkmate(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]
 
 def plot_frequency(summary: Mapping[str, Any], path: Path, *, title: str) -> Path:
     """Checkpoint frequency against overhead for every system: each measured configuration
-    (mean, 95% CI), the tuners' rounds (open marks) and the budget; the systems' frequency at
-    the budget is where their points cross it."""
+    (mean, 95% CI), the tuners' rounds (open marks) and the budget. Left: everything; right:
+    around the budget, where each system's sustainable frequency is read (points above it
+    are drawn at its top edge, as triangles)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
 
     from controller.experiments.checkmate import MIRROR, OFF, SYSTEMS
 
     budget = 100 * float(summary["budget"])
-    fig, ax = plt.subplots(figsize=(9, 5.5))
     colours = {MIRROR: "C2", "sync": "C3", "checkfreq": "C0", "gemini": "C1"}
-    seen: set[str] = set()
+    points = []
     for o in summary["overhead"]:
         name = o["config"]
         if name == OFF or o.get("ratio") is None:
             continue
         system = MIRROR if name == MIRROR else name.split(" k=")[0]
-        label = "Checkmate" if system == MIRROR else SYSTEMS.get(system, system)
         ci = o.get("ratio_ci95")
         y = 100 * ((ci[0] if ci else o["ratio"]) - 1)
-        err = [[y - 100 * (ci[1] - 1)], [100 * (ci[2] - 1) - y]] if ci else None
-        ax.errorbar(o["checkpoints_per_100"], y, yerr=err, fmt="o", capsize=4, color=colours.get(system, "k"),
-                    label=None if label in seen else label)
-        seen.add(label)
-        ax.annotate(name, (o["checkpoints_per_100"], y), textcoords="offset points", xytext=(5, 5), fontsize=7)
-    for mode, t in (summary.get("tuning") or {}).items():
-        ax.scatter([100 / r["k"] for r in t["rounds"]], [100 * r["overhead"] for r in t["rounds"]],
-                   facecolors="none", edgecolors=colours.get(mode, "k"), s=60,
-                   label=f"{SYSTEMS.get(mode, mode)}'s tuning rounds")
-    ax.axhline(budget, color="grey", linestyle="--", linewidth=1, label=f"{budget:g}% budget")
-    ax.axhline(0, color="grey", linewidth=0.6)
-    ax.set_xscale("log")
-    ax.set_xlabel("checkpoints per 100 iterations (log)")
-    ax.set_ylabel("iteration time over no checkpoint (%)")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3, which="both")
+        lo, hi = (100 * (ci[1] - 1), 100 * (ci[2] - 1)) if ci else (y, y)
+        points.append((name, system, o["checkpoints_per_100"], y, lo, hi))
+    top = max(3 * budget, 15.0)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5.5))
+    for ax, zoom in zip(axes, (False, True), strict=True):
+        seen: set[str] = set()
+        above = 0
+        for name, system, x, y, lo, hi in points:
+            label = "Checkmate" if system == MIRROR else SYSTEMS.get(system, system)
+            colour = colours.get(system, "k")
+            if zoom and y > top:
+                ax.scatter([x], [top * 0.97], marker="^", color=colour)
+                above += 1
+                ax.annotate(f"{name}: {y:+.0f}%", (x, top * 0.97), textcoords="offset points",
+                            xytext=(-90, -12 * above), fontsize=7)
+                continue
+            ax.errorbar(x, y, yerr=[[y - lo], [hi - y]], fmt="o", capsize=4, color=colour,
+                        label=None if label in seen else label)
+            seen.add(label)
+            ax.annotate(name, (x, y), textcoords="offset points", xytext=(5, 5 if zoom else 3), fontsize=7)
+        for mode, t in (summary.get("tuning") or {}).items():
+            rounds = [(100 / r["k"], 100 * r["overhead"]) for r in t["rounds"] if not zoom or 100 * r["overhead"] <= top]
+            ax.scatter([r[0] for r in rounds], [r[1] for r in rounds], facecolors="none",
+                       edgecolors=colours.get(mode, "k"), s=70, label=f"{SYSTEMS.get(mode, mode)}'s tuning rounds")
+        ax.axhline(budget, color="grey", linestyle="--", linewidth=1, label=f"{budget:g}% budget")
+        ax.axhline(0, color="grey", linewidth=0.6)
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(FixedLocator([1, 2, 5, 10, 20, 50, 100]))
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("checkpoints per 100 iterations (log)")
+        ax.set_ylabel("iteration time over no checkpoint (%)")
+        ax.set_title("around the budget" if zoom else "every configuration")
+        if zoom:
+            ax.set_ylim(-max(10.0, budget * 2), top)
+        ax.legend(fontsize=7, loc="upper left")
+        ax.grid(alpha=0.3, which="both")
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
