@@ -283,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
         debug_cmds,
         device_cmds,
         host_cmds,
+        launch_cmds,
         mirror_cmds,
         reconfigure_cmds,
         rules_cmds,
@@ -297,6 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     schedule_cmds.register(sub)
     reconfigure_cmds.register(sub)
     host_cmds.register(sub)
+    launch_cmds.register(sub)
     debug_cmds.register(sub)
     add_group_examples(parser)
     return parser

@@ -1,0 +1,107 @@
+"""Open MPI's collectives, timed and checked: ``MPI_Allreduce`` and ``MPI_Alltoall`` through
+mpi4py, the user-facing job ``mlfabric launch --mpi`` runs in its tests and in the
+collectives experiment.
+
+Each rank fills its buffer with integers derived from its rank, so the result is exact
+(float64 sums of small integers) and every rank checks its own. Rank 0 prints one JSON line
+per (collective, size): the median and the slowest time over repetitions (the slowest rank
+of each repetition), the result check, and which rank sent on which NIC.
+
+Run it under Open MPI: ``mlfabric launch --mpi TOPOLOGY -- python3 -m workloads.mpi_collectives
+--sizes-kb 64 1024``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["expected_allreduce", "expected_alltoall", "main"]
+
+
+def expected_allreduce(world: int, n: int) -> np.ndarray:
+    """Every rank's result of the all-reduce: the sum over ranks r of ``(r + 1) * (i % 7 + 1)``.
+
+    >>> expected_allreduce(3, 4).tolist()
+    [6.0, 12.0, 18.0, 24.0]
+    """
+    return (world * (world + 1) / 2) * (np.arange(n) % 7 + 1).astype(np.float64)
+
+
+def expected_alltoall(rank: int, world: int, per_peer: int) -> np.ndarray:
+    """What ``rank`` receives: from each peer p, ``per_peer`` values ``p * 1000 + rank``.
+
+    >>> expected_alltoall(1, 2, 2).tolist()
+    [1.0, 1.0, 1001.0, 1001.0]
+    """
+    return np.repeat(np.arange(world, dtype=np.float64) * 1000 + rank, per_peer)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python3 -m workloads.mpi_collectives", description=__doc__.split("\n")[0])
+    p.add_argument("--sizes-kb", type=int, nargs="+", default=[64, 512], help="bytes per rank's buffer, in KiB")
+    p.add_argument("--repetitions", type=int, default=5, help="timed repetitions per size (after one warm-up)")
+    p.add_argument("--collectives", nargs="+", choices=("allreduce", "alltoall"), default=["allreduce", "alltoall"])
+    p.add_argument("--fail-rank", type=int, default=-1,
+                   help="this rank dies with exit code 3 at the start, as a crash does (a test's failure)")
+    p.add_argument("--per-rail", action="store_true",
+                   help="each rail's ranks reduce among themselves (MPI_Comm_split by MLFABRIC_RAIL)")
+    a = p.parse_args(argv)
+    from mpi4py import MPI
+
+    comm: MPI.Comm = MPI.COMM_WORLD
+    rank, world = comm.Get_rank(), comm.Get_size()
+    if rank == a.fail_rank:  # without MPI_Finalize, as a crash: a rank that finalizes waits for the others
+        print(f"rank {rank}: failing on purpose (--fail-rank)", flush=True)
+        os._exit(3)
+    if a.per_rail:
+        comm = comm.Split(color=int(os.environ.get("MLFABRIC_RAIL", "0")), key=rank)
+        rank, world = comm.Get_rank(), comm.Get_size()
+    ok = True
+    for name in a.collectives:
+        for kb in a.sizes_kb:
+            n = max(world, kb * 1024 // 8)
+            n -= n % world
+            if name == "allreduce":
+                send = (rank + 1) * (np.arange(n) % 7 + 1).astype(np.float64)
+                want = expected_allreduce(world, n)
+            else:
+                send = np.repeat(np.arange(world, dtype=np.float64) + rank * 1000, n // world)
+                want = expected_alltoall(rank, world, n // world)
+            recv = np.empty_like(send)
+            times = []
+            for rep in range(a.repetitions + 1):
+                comm.Barrier()
+                t0 = time.perf_counter()
+                if name == "allreduce":
+                    comm.Allreduce(send, recv, op=MPI.SUM)
+                else:
+                    comm.Alltoall(send, recv)
+                elapsed = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+                if rep:
+                    times.append(elapsed)
+            exact = bool(np.array_equal(recv, want))
+            all_exact = comm.allreduce(exact, op=MPI.LAND)
+            ok &= all_exact
+            if rank == 0:
+                print(json.dumps({"collective": name, "bytes": int(send.nbytes), "world": world,
+                                  "group": os.environ.get("MLFABRIC_RAIL", "") if a.per_rail else "all",
+                                  "median_s": statistics.median(times), "max_s": max(times),
+                                  "exact": all_exact}), flush=True)
+    world_comm = MPI.COMM_WORLD
+    where = world_comm.gather((world_comm.Get_rank(), os.environ.get("MLFABRIC_HOST", ""),
+                               os.environ.get("MLFABRIC_NIC", ""), os.environ.get("MLFABRIC_RAIL", "")))
+    if world_comm.Get_rank() == 0:
+        print(json.dumps({"ranks": where}), flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
