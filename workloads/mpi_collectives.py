@@ -58,9 +58,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     comm: MPI.Comm = MPI.COMM_WORLD
     rank, world = comm.Get_rank(), comm.Get_size()
-    if rank == a.fail_rank:  # without MPI_Finalize, as a crash: a rank that finalizes waits for the others
-        print(f"rank {rank}: failing on purpose (--fail-rank)", flush=True)
-        os._exit(3)
+    if a.fail_rank >= 0:
+        if rank == a.fail_rank:  # without MPI_Finalize, as a crash: a rank that finalizes waits for the others
+            print(f"rank {rank}: failing on purpose (--fail-rank)", flush=True)
+            os._exit(3)
+        time.sleep(120)  # the others wait without talking to it: its exit is the only failure to report
+        return 0
     if a.per_rail:
         comm = comm.Split(color=int(os.environ.get("MLFABRIC_RAIL", "0")), key=rank)
         rank, world = comm.Get_rank(), comm.Get_size()

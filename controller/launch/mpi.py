@@ -62,7 +62,11 @@ def mpirun_argv(placement: Placement, command: Sequence[str], *, agent: str, hos
     params = {"plm_rsh_agent": agent, "plm_rsh_no_tree_spawn": "1", "oob_tcp_if_include": first.subnet,
               "btl": "self,vader,tcp", "btl_tcp_if_include": ",".join(sorted({r.subnet for r in placement.ranks})),
               "btl_vader_single_copy_mechanism": "none", "orte_abort_on_non_zero_status": "1",
-              "orte_startup_timeout": str(STARTUP_TIMEOUT_S), **(mca or {})}
+              "orte_startup_timeout": str(STARTUP_TIMEOUT_S),
+              # each orted maps the machine's hwloc topology into a hole of its address space,
+              # found once and shared: with several daemons on one machine it sometimes lands
+              # on one's stack (a segfault in hwloc_shmem_topology_write, 1 start in 12)
+              "rtc_hwloc_vmhole": "none", **(mca or {})}
     # the daemons stay attached (their errors reach mpirun's output, and a daemon that dies is
     # noticed), and a daemon that never calls back fails the job instead of hanging it
     argv = [mpirun, "--allow-run-as-root", "--hostfile", hostfile_path, "--tag-output", "--leave-session-attached"]
