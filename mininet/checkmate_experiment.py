@@ -23,25 +23,23 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import random
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from checkmate_job import CheckmateJob, train_iteration
+from checkmate_report import write_report
+from checkmate_restarts import recovery, resume_from_baselines
 from cpu_sampler import CpuSampler, fabric_cpu_sampler
 from fabric_net import EmulatedFabric, check_free
 from switch_engines import engines_text, fabric_engines
 
-from controller.cli.output import format_table
 from controller.errors import MlfabricError
 from controller.experiments.checkmate import (
     MIRROR,
@@ -49,54 +47,36 @@ from controller.experiments.checkmate import (
     SYSTEMS,
     CheckmateConfig,
     Configuration,
-    claims,
     configurations,
     fabric,
     loss_configuration,
-    lost_iterations,
-    overhead,
     peer_host,
-    periodic_checkpoint,
     predicted_iteration_s,
-    replication,
     rotation,
     storage_host,
 )
-from controller.experiments.checkmate_plots import plot_checkmate, plot_frequency
 from controller.experiments.checkmate_tuning import (
     CHECKFREQ_STEP,
     GEMINI_STEP,
     Tuning,
     checkfreq_first_k,
     gemini_first_k,
-    repeated_work,
     storage_mbps_for,
     sync_k,
     tune,
 )
-from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
-from controller.experiments.fidelity import (
-    Verdict,
-    fidelity_lines,
-    judge,
-    undecided_note,
-    verdicts_json,
-)
+from controller.experiments.cpu_use import cpu_row
 from controller.experiments.options import UNDECIDED_EXIT, add_common_options, experiment_parser
 from controller.experiments.results import (
-    config_json,
     interrupt_on_signals,
     new_results_dir,
     stopped_by,
     write_csv,
-    write_json,
 )
 from controller.mirror import compile_mirror, install_mirror, parse_job, resolve_job
-from workloads.checkmate.checkpoint import checkpoint_bytes, load_checkpoint
+from workloads.checkmate.checkpoint import checkpoint_bytes
 from workloads.checkmate.model import ModelSpec, init_params, param_count
 from workloads.checkmate.optim import Optimizer, OptimizerSpec
-from workloads.checkmate.shadow import SHADOW_CHECKPOINT
-from workloads.checkmate.trainer import worker_checkpoint
 
 
 def _say(msg: str) -> None:
@@ -269,265 +249,6 @@ def _tune(job: CheckmateJob, cfg: CheckmateConfig, urls: dict[str, str], cpu: Cp
     return tuned
 
 
-def _recovery(job: CheckmateJob, cfg: CheckmateConfig, work: Path, reference: dict[int, str],
-              urls: dict[str, str]) -> dict:
-    """Kill a worker mid-iteration at a random iteration, restore every worker from the
-    shadow's checkpoint, train to the end; compare with the uninterrupted run."""
-    rng = random.Random(cfg.seed)
-    kill_at = rng.randrange(2, cfg.iterations - 2)
-    victim = rng.randrange(job.program.job.layout.world)
-    conf = Configuration(MIRROR, True, 0)
-    training = _training(job, cfg, conf, urls)
-    out: dict[str, Any] = {"kill_iteration": kill_at, "victim_rank": victim}
-    with job.shadow(training, report=work / "shadow-recovery.jsonl") as shadow:
-        with job.workers("workers-recovery") as group:
-            for it in range(kill_at):
-                row = train_iteration(group, training, it)
-                if not row["ok"]:
-                    raise MlfabricError(f"recovery run: iteration {it} failed: {row['error']}")
-            completed = kill_at - 1
-            delay = rng.uniform(0.005, 0.03)
-
-            def kill() -> None:
-                time.sleep(delay)
-                group.kill(victim, signal.SIGKILL)
-
-            killer = threading.Thread(target=kill)
-            killer.start()
-            row = train_iteration(group, training, kill_at, timeout_s=30)
-            killer.join()
-            if row["ok"]:
-                completed = kill_at  # the kill came after the iteration finished
-            _say(f"recovery: killed rank {victim} during iteration {kill_at} "
-                 f"({'it failed' if not row['ok'] else 'it had finished'})")
-        shadow.wait_applied(completed, timeout_s=10)
-        ckpt_path = job.shadow_dir / SHADOW_CHECKPOINT
-        ck = load_checkpoint(ckpt_path)
-        out.update(completed=completed, shadow_checkpoint=ck.iteration,
-                   lost={MIRROR: lost_iterations(completed, ck.iteration)},
-                   lost_if_synchronous={f"sync k={k}": lost_iterations(completed, periodic_checkpoint(completed, k))
-                                        for k in cfg.checkpoint_ks})
-        _say(f"recovery: shadow checkpoint at iteration {ck.iteration}; restarting every worker from it")
-        restored = dataclasses.replace(training, restore=str(ckpt_path))
-        t0 = time.monotonic()
-        mismatches = []
-        with job.workers("workers-restored") as group:
-            for it in range(ck.iteration + 1, cfg.iterations):
-                row = train_iteration(group, restored, it)
-                if not row["ok"]:
-                    raise MlfabricError(f"restored run: iteration {it} failed: {row['error']}")
-                if reference.get(it) and row["digest"] != reference[it]:
-                    mismatches.append(it)
-        shadow.wait_applied(cfg.iterations - 1, timeout_s=10)
-        out.update(restart_s=round(time.monotonic() - t0, 2), resumed_at=ck.iteration + 1,
-                   digest_mismatches_after_restore=mismatches,
-                   shadow_final=next((e["digest"] for e in reversed(shadow.events())
-                                      if e["event"] in ("applied", "resync")), ""))
-    out["matches_uninterrupted_run"] = not mismatches and out["shadow_final"] == reference.get(cfg.iterations - 1)
-    return out
-
-
-def _replication_counts(rows: list[dict], events: list[dict]) -> dict[str, int]:
-    holes = sum(1 for e in events if e["event"] == "hole")
-    return {"iterations": len(rows), "matched": sum(r["match"] for r in rows),
-            "mirrored": sum(r["how"] == "mirrored" for r in rows),
-            "resynced": sum(r["how"] == "resynced" for r in rows), "holes": holes,
-            "skipped": sum(r["how"] in ("hole", "missing") for r in rows),
-            "wrong": sum(1 for r in rows if r["shadow_digest"] and not r["match"])}
-
-
-def _frequency_rows(cfg: CheckmateConfig, summary: dict[str, Any]) -> list[dict[str, str]]:
-    """Per system: the interval it sustains within the budget, its overhead there and the
-    work a failure repeats there."""
-    over = {o["config"]: o for o in summary["overhead"]}
-
-    def ratio(name: str) -> str:
-        o = over.get(name, {})
-        ci = o.get("ratio_ci95")
-        if ci:
-            return f"{100 * (ci[0] - 1):+.1f}% [{100 * (ci[1] - 1):+.1f}, {100 * (ci[2] - 1):+.1f}]"
-        return f"{100 * (o['ratio'] - 1):+.1f}%" if o.get("ratio") is not None else "-"
-
-    work = summary["repeated_work"]
-    out = [{"system": "Checkmate", "checkpoint every": "1 iteration", "overhead [95% CI]": ratio(MIRROR),
-            "repeated work per failure": f"{work[MIRROR]:.2f} it (the kill-and-restore run)"
-            if work.get(MIRROR) is not None else "-"}]
-    for mode in ("checkfreq", "gemini"):
-        t = summary["tuning"].get(mode)
-        if t:
-            out.append({"system": SYSTEMS[mode],
-                        "checkpoint every": f"{t['k']} iterations (tuned from {t['first_k']}"
-                                            + ("" if t["within_budget"] else ", over budget") + ")",
-                        "overhead [95% CI]": ratio(f"{mode} k={t['k']}"),
-                        "repeated work per failure": f"{work[mode]:.2f} it" if work.get(mode) is not None else "-"})
-    if summary.get("sync_k"):
-        out.append({"system": "synchronous", "checkpoint every": f"{summary['sync_k']} iterations (modelled)",
-                    "overhead [95% CI]": "-", "repeated work per failure": f"~{summary['sync_k'] / 2:.1f} it (modelled)"})
-    return out
-
-
-#: iterations trained after restarting from a baseline's checkpoint
-RESUMED_ITERATIONS = 3
-
-
-def _resume_from_baselines(job: CheckmateJob, cfg: CheckmateConfig, urls: dict[str, str], dirs: dict[str, Path],
-                           reference: dict[int, str]) -> dict[str, dict[str, Any]]:
-    """Restart every worker from each baseline's latest checkpoint (the store's, or the
-    peer's memory for Gemini), which the workers fetch over the fabric, and train a few
-    iterations: the run must continue exactly as the uninterrupted one. (Which iteration it
-    holds is read from the store's own directory.)"""
-    out: dict[str, dict[str, Any]] = {}
-    plain = _training(job, cfg, Configuration(OFF, False, 0), urls)
-    latest = {}
-    for mode in SYSTEMS:
-        where = "peer" if mode == "gemini" else "store"
-        try:
-            latest[mode] = load_checkpoint(dirs[where] / worker_checkpoint(mode)).iteration
-        except (MlfabricError, OSError) as exc:
-            out[mode] = {"error": str(exc)[:200]}
-    end = max(latest.values(), default=0) + RESUMED_ITERATIONS
-    if end >= cfg.iterations:  # the uninterrupted run, trained on past the experiment's iterations
-        with job.workers("workers-reference") as group:
-            for it in range(end + 1):
-                row = train_iteration(group, plain, it)
-                reference[it] = row["digest"] if row["ok"] else ""
-    for mode, at in latest.items():
-        url = f"{urls['peer' if mode == 'gemini' else 'store']}/{worker_checkpoint(mode)}"
-        training = dataclasses.replace(plain, restore=url)
-        its = range(at + 1, at + 1 + RESUMED_ITERATIONS)
-        same = []
-        with job.workers(f"workers-resume-{mode}") as group:
-            for it in its:
-                row = train_iteration(group, training, it)
-                same.append(row["ok"] and row["digest"] == reference.get(it))
-        out[mode] = {"checkpoint": at, "iterations": len(same), "identical": bool(same) and all(same)}
-        _say(f"restart from {SYSTEMS[mode]}'s latest checkpoint (iteration {at}, {url}): "
-             f"{len(same)} iterations, {'identical' if out[mode]['identical'] else 'DIFFERENT'}")
-    return out
-
-
-def _report(cfg: CheckmateConfig, rows: list[dict], tuning_rows: list[dict], events: dict[int, list[dict]],
-            loss_events: list[dict] | None, tuned: dict[str, Tuning], recovery: dict | None, info: dict,
-            out: Path) -> tuple[str, list[Verdict]]:
-    configs = configurations(cfg, {m: t.k for m, t in tuned.items()})
-    lossy = loss_configuration(cfg)
-    write_csv(out / "iterations.csv", rows)
-    if tuning_rows:
-        write_csv(out / "tuning.csv", tuning_rows)
-    summary: dict[str, Any] = {"config": config_json(cfg), "budget": cfg.budget,
-                               "overhead": overhead(rows, configs), **info,
-                               "tuning": {m: t.to_json() for m, t in tuned.items()}}
-    rep_rows = []
-    for rep in sorted(events):
-        rep_rows += [{"rep": rep, **r} for r in replication(rows, events[rep], rep)]
-    summary["replication"] = _replication_counts(rep_rows, [e for evs in events.values() for e in evs])
-    if lossy is not None and loss_events is not None:
-        loss_rows = [{"rep": "loss", **r} for r in replication(rows, loss_events, 0, lossy.name)]
-        summary["loss_replication"] = {"mirror_loss": cfg.mirror_loss, **_replication_counts(loss_rows, loss_events)}
-        rep_rows += loss_rows
-    write_csv(out / "replication.csv", rep_rows)
-    applied = [e for evs in events.values() for e in evs if e["event"] == "applied"]
-    stopped = [e for evs in events.values() for e in evs if e["event"] == "stopped"]
-    summary["mirrored_bytes"] = {
-        "model_bytes": info["model_bytes"],
-        "frame_bytes_per_iteration": (sum(e["frame_bytes"] for e in applied) / len(applied)) if applied else None,
-        "wire_bytes_per_iteration": (sum(e["wire_bytes"] for e in stopped) /
-                                     max(1, sum(e["applied"] for e in stopped))) if stopped else None,
-    }
-    summary["repeated_work"] = {
-        MIRROR: float(recovery["lost"][MIRROR]) if recovery else None,
-        **{m: repeated_work([r for r in rows if r["config"] == f"{m} k={t.k}" and r["ok"]]) for m, t in tuned.items()}}
-    summary["recovery"] = recovery
-    summary["cpu"] = cpu_summary(rows)
-    judged = verdicts(rows, summary["overhead"])
-    decided = {v.comparison.removesuffix(" overhead"): v.decided for v in judged}
-    summary["claims"] = claims(summary, decided)
-    summary["fidelity"] = verdicts_json(judged)
-    write_json(out / "summary.json", summary)
-    digests = {r["digest"] for r in rows if r["ok"] and r["iteration"] == cfg.iterations - 1}
-    over_rows = [{"configuration": o["config"],
-                  "iteration ms (median)": f"{o['iteration_s'] * 1000:.1f}" if o["iteration_s"] else "-",
-                  "min..max ms": f"{o['iteration_s_min'] * 1000:.1f}..{o['iteration_s_max'] * 1000:.1f}"
-                  if o["iteration_s"] else "-",
-                  "x no checkpoint: mean [95% CI]": (f"{o['ratio_ci95'][0]:.3f} [{o['ratio_ci95'][1]:.3f}, "
-                                                     f"{o['ratio_ci95'][2]:.3f}]") if o["ratio_ci95"]
-                  else (f"{o['ratio']:.3f}" if o["ratio"] else "-"),
-                  "checkpoints /100 it": f"{o['checkpoints_per_100']:g}"} for o in summary["overhead"]]
-    mb = summary["mirrored_bytes"]
-    rp = summary["replication"]
-    lines = [f"Checkmate: {cfg.servers} servers x {cfg.rails} GPUs = {cfg.world} workers + 1 shadow, rail-only, "
-             f"{cfg.rate_mbps:g} Mbit/s, {cfg.target} target; MLP 64-{cfg.hidden}-10 ({info['params']} params) "
-             f"on load_digits, {cfg.optimizer}, {cfg.iterations} iterations x {cfg.repetitions} repetitions"]
-    prof = info.get("profile")
-    if prof:
-        lines.append(f"regime: a checkpoint ({prof['state_bytes']} B: parameters and {cfg.optimizer} state) persists "
-                     f"to {storage_host(cfg)} over its {cfg.storage_mbps:g} Mb/s link in "
-                     f"{prof['checkpoint_s'] * 1000:.0f} ms = {prof['checkpoint_iterations']:.1f} iterations of "
-                     f"{prof['iteration_s'] * 1000:.1f} ms (asked: {cfg.checkpoint_iterations:g}); Gemini's peer is "
-                     f"{peer_host(cfg)}'s memory, over the {cfg.rate_mbps:g} Mb/s NIC in the "
-                     f"{prof['idle_s'] * 1000:.0f} ms compute phase")
-        lines += ["", f"checkpoint frequency within a {100 * cfg.budget:g}% overhead budget:",
-                  format_table(_frequency_rows(cfg, summary))]
-        for t in tuned.values():
-            lines.append(f"  {SYSTEMS[t.system]}'s tuning: " + ", ".join(
-                f"k={r.k} {100 * r.overhead:+.1f}%" for r in t.rounds))
-    lines += ["", format_table(over_rows), "",
-              f"replication: {rp['matched']}/{rp['iterations']} iterations bit-identical "
-              f"({rp['mirrored']} from the mirrored gradient, {rp['resynced']} resynced, {rp['holes']} holes)"]
-    lr = summary.get("loss_replication")
-    if lr:
-        lines.append(f"with {100 * lr['mirror_loss']:g}% mirror loss: {lr['matched']}/{lr['iterations']} bit-identical "
-                     f"({lr['mirrored']} from the mirrored gradient, {lr['resynced']} resynced after {lr['holes']} "
-                     f"holes, {lr['skipped']} skipped while resyncing), {lr['wrong']} wrong")
-    lines += [f"every configuration ends with the same parameters: {'yes' if len(digests) == 1 else 'NO'}",
-              f"mirrored per iteration: {mb['frame_bytes_per_iteration']:.0f} B of frames, "
-              f"{mb['wire_bytes_per_iteration']:.0f} B on the wire; model {mb['model_bytes']} B"
-              if mb["frame_bytes_per_iteration"] else "mirrored per iteration: -"]
-    engines = f" ({engines_text(info['engines'])})" if info.get("engines") else ""
-    lines.append(f"switch CPU{engines}: {cpu_verdict(summary['cpu'])}")
-    lines += fidelity_lines(judged)
-    if info.get("interrupted"):
-        lines.append(f"INTERRUPTED: {info['interrupted']}")
-    if recovery:
-        lines += ["", f"recovery: rank {recovery['victim_rank']} killed in iteration {recovery['kill_iteration']}; "
-                      f"shadow checkpoint {recovery['shadow_checkpoint']}, resumed at {recovery['resumed_at']}; "
-                      f"{recovery['lost'][MIRROR]} iteration(s) lost; continued run identical to the uninterrupted "
-                      f"one: {'yes' if recovery['matches_uninterrupted_run'] else 'NO'}"]
-    resumes = info.get("resumes")
-    if resumes:
-        lines.append("restarts from each baseline's latest checkpoint, fetched over the fabric: " + "; ".join(
-            f"{SYSTEMS[m]} (iteration {r['checkpoint']}): {'identical' if r['identical'] else 'DIFFERENT'}"
-            if "error" not in r else f"{SYSTEMS[m]}: {r['error']}" for m, r in resumes.items()))
-    lines += ["", "paper (Checkmate, NSDI'26) vs this run:", format_table(summary["claims"])]
-    text = "\n".join(lines)
-    (out / "table.txt").write_text(text + "\n")
-    summary["replication_rows"] = rep_rows
-    note = undecided_note(judged)
-    plot_checkmate(rows, summary, out / "checkmate.png",
-                   title=f"Checkmate on a rail-only fabric: {cfg.world} workers, {cfg.target} target" + note)
-    if prof:
-        plot_frequency(summary, out / "frequency.png",
-                       title=f"checkpoint frequency vs overhead, {100 * cfg.budget:g}% budget" + note)
-    return text, judged
-
-
-def verdicts(rows: list[dict], overheads: list[dict[str, Any]]) -> list[Verdict]:
-    """Each configuration's overhead against training without checkpoints, judged on the
-    blocks of iterations of both (one interval per block: its rows share its CPU use)."""
-    blocks = {(r["config"], r["rep"]): r for r in rows}
-    out = []
-    for o in overheads:
-        if o["config"] == OFF:
-            continue
-        ci = o["ratio_ci95"]
-        finding = (f"x{ci[0]:.3f} [{ci[1]:.3f}, {ci[2]:.3f}] the iteration time without checkpoints" if ci
-                   else f"x{o['ratio']:.3f} the iteration time without checkpoints" if o["ratio"]
-                   else "no run to compare")
-        measured = [r for (config, _), r in blocks.items() if config in (o["config"], OFF)]
-        out.append(judge(f"{o['config']} overhead", finding, measured))
-    return out
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = experiment_parser("checkmate", __doc__)
     p.add_argument("--servers", type=int, default=4,
@@ -588,7 +309,7 @@ def main(argv: list[str]) -> int:
     if not run.rows:
         _say("nothing finished: no results written")
         return 130
-    text, judged = _report(cfg, run.rows, run.tuning_rows, run.events, run.loss_events, run.tuned,
+    text, judged = write_report(cfg, run.rows, run.tuning_rows, run.events, run.loss_events, run.tuned,
                            run.recovery, run.info, out)
     print()
     print(text)
@@ -654,9 +375,11 @@ def _experiment(cfg: CheckmateConfig, topo: Any, out: Path, run: _Run) -> None:
                 if cfg.recovery:
                     reference: dict[int, str] = {r["iteration"]: r["digest"] for r in run.rows
                                  if r["config"] == OFF and r["rep"] == 0 and r["ok"]}
-                    run.recovery = _recovery(job, cfg, work, reference, urls)
+                    run.recovery = recovery(job, cfg, work, reference,
+                                            _training(job, cfg, Configuration(MIRROR, True, 0), urls))
                     dirs = {"store": work / "store", "peer": Path(peer_memory)}
-                    run.info["resumes"] = _resume_from_baselines(job, cfg, urls, dirs, reference)
+                    run.info["resumes"] = resume_from_baselines(
+                        job, cfg, urls, dirs, reference, _training(job, cfg, Configuration(OFF, False, 0), urls))
 
 
 def _memory_dir() -> str | None:

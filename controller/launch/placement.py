@@ -87,7 +87,7 @@ def _gpus(host: Host) -> int:
     return host.gpus or railed
 
 
-def _nic_for(host: Host, local: int, gpus: bool) -> tuple[Nic, int | None]:
+def _nic_for(host: Host, local: int) -> tuple[Nic, int | None]:
     railed = sorted((n for n in host.nics if n.rail is not None), key=lambda n: n.rail or 0)
     if railed:
         nic = railed[local % len(railed)]
@@ -146,7 +146,7 @@ def place(topo: Topology, *, gpus: bool = False, ranks_per_host: int | None = No
         slots.sort(key=lambda s: (s[1], s[0]))
     ranks = []
     for rank, (node, local, h, n) in enumerate(slots):
-        nic, rail = _nic_for(h, local, gpus)
+        nic, rail = _nic_for(h, local)
         ranks.append(RankSlot(rank=rank, host=h.name, node_rank=node, local_rank=local, local_world=n,
                               gpu=local if gpus else None, rail=rail, nic=nic.name, address=nic.address,
                               subnet=_subnet(nic)))
