@@ -43,19 +43,16 @@ class LaunchResult:
 
     codes: tuple[int | None, ...]
     failed_rank: int | None
-    interrupted: bool = False
     #: a launcher's own exit code when it names no rank (mpirun's)
     launcher_code: int = 0
 
     @property
     def exit_code(self) -> int:
-        """0, the failed rank's code (1 if it died of a signal), or 130 when interrupted.
+        """0, the failed rank's code (1 if it died of a signal), or the launcher's own.
 
         >>> LaunchResult((0, 3), 1).exit_code, LaunchResult((0, -9), 1).exit_code, LaunchResult((0, 0), None).exit_code
         (3, 1, 0)
         """
-        if self.interrupted:
-            return 130
         if self.failed_rank is None:
             return self.launcher_code
         code = self.codes[self.failed_rank]
