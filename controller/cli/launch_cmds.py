@@ -16,12 +16,14 @@ import os
 import shutil
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from controller.errors import ConfigError, EmulationError
+from controller.launch.mpirun import DEFAULT_IDLE_US
 from controller.launch.placement import DEFAULT_MASTER_PORT, ORDERS, Placement, place
+from controller.launch.rails import RailDown, RailWatch, down_rails
 from controller.launch.runner import TAG, LaunchResult, RankProcesses, kill_tagged
 from controller.topology.model import Topology
 
@@ -82,6 +84,8 @@ def _launch(args: argparse.Namespace) -> int:
         raise ConfigError("<launch>", "CMD", None, "give the job's command after --, e.g. -- python my_job.py")
     if args.mpi and args.torch:
         raise ConfigError("<launch>", "--mpi", True, "--mpi and --torch are two ways to start ranks: pick one")
+    if args.mpi_idle_us < 0:
+        raise ConfigError("<launch>", "--mpi-idle-us", args.mpi_idle_us, "must be >= 0 (0: spin)")
     if args.torch and importlib.util.find_spec("torch") is None:
         raise EmulationError("torch is not importable in this environment: install it into the venv "
                              "(.venv/bin/pip install torch; see the README) or launch without --torch")
@@ -105,14 +109,23 @@ def _launch(args: argparse.Namespace) -> int:
             recorded = live.params.get("host_pids")
             pids = {str(h): int(p) for h, p in recorded.items()} if isinstance(recorded, dict) else {}
             _say(_describe(placement))
-            try:
-                if args.mpi:
-                    from controller.launch.mpirun import run_mpirun
+            down = down_rails(live, placement)
+            if down:
+                raise EmulationError(f"{'; '.join(d.text() for d in down)}: the job was not started")
 
-                    result = run_mpirun(placement, command, pids, launch_id=launch_id)
-                else:
-                    with RankProcesses(placement, command, pids, extra_env={TAG: launch_id}) as ranks:
-                        result = ranks.wait()
+            def rail_down(down: Sequence[RailDown]) -> None:
+                _say(f"{'; '.join(d.text() for d in down)}: stopping the job")
+                kill_tagged(launch_id)
+
+            try:
+                with RailWatch(live, placement, rail_down) as watch:
+                    if args.mpi:
+                        from controller.launch.mpirun import run_mpirun
+
+                        result = run_mpirun(placement, command, pids, launch_id=launch_id, idle_us=args.mpi_idle_us)
+                    else:
+                        with RankProcesses(placement, command, pids, extra_env={TAG: launch_id}) as ranks:
+                            result = ranks.wait()
             finally:
                 left = kill_tagged(launch_id)
                 if left:
@@ -122,6 +135,9 @@ def _launch(args: argparse.Namespace) -> int:
         _say(f"stopped by {stopped_by(exc)}: every rank stopped, the hosts as they were")
         return 130
     assert result is not None
+    if watch.down:
+        _say(f"the job failed: {'; '.join(d.text() for d in watch.down)}")
+        return result.exit_code or 1
     if result.failed_rank is not None:
         slot = placement.ranks[result.failed_rank]
         _say(f"rank {result.failed_rank} (on {slot.host}, {slot.ifname}) failed with exit code "
@@ -146,6 +162,10 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     mode.add_argument("--mpi", action="store_true", default=None, help="start the ranks with Open MPI's mpirun")
     mode.add_argument("--torch", action="store_true", default=None,
                       help="check torch is importable; gloo reads the variables")
+    p.add_argument("--mpi-idle-us", type=int, default=None, metavar="US",
+                   help=f"with --mpi, a waiting rank sleeps US microseconds between polls (default {DEFAULT_IDLE_US}); "
+                        "0 spins as Open MPI does, which on a machine with fewer cores than ranks takes the cores "
+                        "the switches and the busy ranks need")
     p.add_argument("--target", choices=("python", "bmv2"), default=None,
                    help="for a fabric launch brings up (default python)")
     p.add_argument("--engine", choices=("auto", "native", "python"), default=None,
@@ -153,7 +173,7 @@ def _add_options(p: argparse.ArgumentParser) -> None:
 
 
 _DEFAULTS = {"gpus": False, "ranks_per_host": None, "hosts": "", "rank_order": "server",
-             "master_port": DEFAULT_MASTER_PORT, "mpi": False, "torch": False, "target": "python", "engine": None}
+             "master_port": DEFAULT_MASTER_PORT, "mpi": False, "torch": False, "mpi_idle_us": DEFAULT_IDLE_US, "target": "python", "engine": None}
 
 
 def _split(args: argparse.Namespace) -> tuple[argparse.Namespace, list[str]]:

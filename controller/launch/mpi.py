@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from controller.launch.idle import IDLE_ENV
 from controller.launch.placement import Placement, environment
 
 __all__ = ["FORWARDED", "STARTUP_TIMEOUT_S", "hostfile", "mpirun_argv"]
@@ -42,13 +43,17 @@ def hostfile(placement: Placement) -> str:
 
 
 def mpirun_argv(placement: Placement, command: Sequence[str], *, agent: str, hostfile_path: str,
-                shm_dir: str = "/dev/shm", mca: Mapping[str, str] | None = None, mpirun: str = "mpirun") -> list[str]:
+                shm_dir: str = "/dev/shm", mca: Mapping[str, str] | None = None, mpirun: str = "mpirun",
+                idle_library: str | None = None, idle_us: int = 0) -> list[str]:
     """The ``mpirun`` command that runs ``command`` once per rank of ``placement``.
 
     The emulated hosts share this machine's hostname and ``/dev/shm``, where Open MPI's
     shared-memory transport names its segments after the hostname and the local rank: each
     host's ranks get a directory of their own (``shm_dir/HOST``, which must exist), or local
     rank 0 of one host maps local rank 0 of another's segment.
+
+    With ``idle_library`` (:mod:`controller.launch.idle`) and ``idle_us`` > 0, a waiting
+    rank sleeps ``idle_us`` between polls instead of spinning.
 
     >>> from controller.launch.placement import place
     >>> from controller.topology import rail_only
@@ -57,6 +62,10 @@ def mpirun_argv(placement: Placement, command: Sequence[str], *, agent: str, hos
     (['mpirun', '--allow-run-as-root', '--hostfile'], 1, ['python', 'j.py'])
     >>> "OMPI_MCA_btl_tcp_if_include=10.0.0.0/16" in argv
     True
+    >>> argv = mpirun_argv(place(rail_only(2, 1), gpus=True), ["j"], agent="/a", hostfile_path="/h",
+    ...                    idle_library="/i.so", idle_us=50)
+    >>> argv.count("LD_PRELOAD=/i.so"), argv[argv.index("mpi_yield_when_idle") + 1]
+    (2, '1')
     """
     first = placement.ranks[0]
     params = {"plm_rsh_agent": agent, "plm_rsh_no_tree_spawn": "1", "oob_tcp_if_include": first.subnet,
@@ -66,7 +75,10 @@ def mpirun_argv(placement: Placement, command: Sequence[str], *, agent: str, hos
               # each orted maps the machine's hwloc topology into a hole of its address space,
               # found once and shared: with several daemons on one machine it sometimes lands
               # on one's stack (a segfault in hwloc_shmem_topology_write, 1 start in 12)
-              "rtc_hwloc_vmhole": "none", **(mca or {})}
+              "rtc_hwloc_vmhole": "none"}
+    if idle_library and idle_us > 0:
+        params["mpi_yield_when_idle"] = "1"
+    params.update(mca or {})
     # the daemons stay attached (their errors reach mpirun's output, and a daemon that dies is
     # noticed), and a daemon that never calls back fails the job instead of hanging it
     argv = [mpirun, "--allow-run-as-root", "--hostfile", hostfile_path, "--tag-output", "--leave-session-attached"]
@@ -80,5 +92,7 @@ def mpirun_argv(placement: Placement, command: Sequence[str], *, agent: str, hos
                  "-x", f"OMPI_MCA_btl_tcp_if_include={slot.subnet}",
                  "-x", f"OMPI_MCA_btl_vader_backing_directory={shm_dir}/{slot.host}"]
         argv += [x for name in FORWARDED if name in env for x in ("-x", f"{name}={env[name]}")]
+        if idle_library and idle_us > 0:
+            argv += ["-x", f"LD_PRELOAD={idle_library}", "-x", f"{IDLE_ENV}={idle_us}"]
         argv += list(command)
     return argv

@@ -18,11 +18,16 @@ from pathlib import Path
 from typing import IO
 
 from controller.errors import EmulationError
+from controller.launch.idle import idle_library
 from controller.launch.mpi import hostfile, mpirun_argv
 from controller.launch.placement import Placement
+from controller.launch.rsh import SESSION_ENV
 from controller.launch.runner import TAG, LaunchResult, in_host
 
-__all__ = ["failed_rank", "relabel", "run_mpirun"]
+__all__ = ["DEFAULT_IDLE_US", "failed_rank", "relabel", "run_mpirun"]
+
+#: how long a waiting rank sleeps between polls, microseconds (:mod:`controller.launch.idle`)
+DEFAULT_IDLE_US = 500
 
 _INNER = re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:")
 _FAILED = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
@@ -63,8 +68,11 @@ def failed_rank(text: str) -> int | None:
 
 
 def run_mpirun(placement: Placement, command: Sequence[str], host_pids: Mapping[str, int], *, launch_id: str,
-               mca: Mapping[str, str] | None = None, out: IO[str] | None = None) -> LaunchResult:
-    """Run ``command`` once per rank with Open MPI; returns when ``mpirun`` does."""
+               mca: Mapping[str, str] | None = None, out: IO[str] | None = None,
+               idle_us: int = DEFAULT_IDLE_US) -> LaunchResult:
+    """Run ``command`` once per rank with Open MPI; returns when ``mpirun`` does. A waiting
+    rank sleeps ``idle_us`` between polls (0: it spins, as Open MPI's ranks do by default;
+    :mod:`controller.launch.idle`)."""
     out = out or sys.stdout
     mpirun = shutil.which("mpirun")
     if mpirun is None:
@@ -82,8 +90,11 @@ def run_mpirun(placement: Placement, command: Sequence[str], host_pids: Mapping[
         agent.write_text(f"#!/bin/sh\nexec {sys.executable} -m controller.launch.rsh \"$@\"\n")
         agent.chmod(0o755)
         argv = mpirun_argv(placement, command, agent=str(agent), hostfile_path=str(work / "hostfile"),
-                           shm_dir=shm_dir, mca=mca, mpirun=mpirun)
+                           shm_dir=shm_dir, mca=mca, mpirun=mpirun, idle_us=idle_us,
+                           idle_library=str(idle_library()) if idle_us > 0 else None)
+        (work / "s" / "mpirun").mkdir(parents=True)  # short: Open MPI puts sockets under it
         env = {**os.environ, "MLFABRIC_LAUNCH_HOSTS": str(work / "hosts.json"), TAG: launch_id,
+               SESSION_ENV: str(work / "s"), "TMPDIR": str(work / "s" / "mpirun"),
                "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
                                                              os.environ.get("PYTHONPATH", "")]))}
         proc = subprocess.Popen(in_host(host_pids[placement.ranks[0].host], argv), env=env, text=True,

@@ -178,3 +178,51 @@ def test_a_torch_ddp_step_runs_over_the_fabric_with_gloo(tmp_path: Path, target_
     rows = _json_lines(done.stdout)
     assert len(rows) == 4 and all(r["grad_is_mean"] and r["params_identical"] for r in rows), rows
     assert sorted(r["nic"] for r in rows) == ["s0-eth0", "s0-eth1", "s1-eth0", "s1-eth1"]
+
+
+def _listener_pid(address: str) -> int:
+    port = address.rpartition(":")[2]
+    out = subprocess.run(["ss", "-ltnpH", f"sport = :{port}"], capture_output=True, text=True).stdout
+    return int(out.split("pid=")[1].split(",")[0])
+
+
+def test_a_rank_whose_rail_goes_down_is_stopped_and_a_job_on_it_refused(tmp_path: Path, target_name: str) -> None:
+    """On a running fabric: killing rail 1's switch stops a running job naming the rail and
+    its ranks; a job launched on it afterwards is refused before any rank starts."""
+    from fabric_process import wait_until_published
+
+    from controller.topology import load_topology
+
+    env = {**os.environ, "MLFABRIC_STATE_DIR": str(tmp_path)}
+    path = tmp_path / "t.yaml"
+    dump_topology(rail_only(2, 2, rate_mbps=None), path)
+    fabric = subprocess.Popen([sys.executable, "-m", "controller.cli", "fabric", "up", str(path), "--target",
+                               target_name], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env)
+    try:
+        wait_until_published(fabric, tmp_path / "current-fabric.yaml")
+        live = load_topology(tmp_path / "current-fabric.yaml")
+        rail1 = next(s for s in live.switches if s.rail == 1)
+        job = subprocess.Popen([sys.executable, "-m", "controller.cli", "launch", "--", sys.executable, "-c",
+                                "import time; print('up', flush=True); time.sleep(120)"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env)
+        assert job.stdout is not None
+        seen = []
+        for line in job.stdout:
+            seen.append(line)
+            if sum("up" in ln for ln in seen if ln.startswith("[")) >= 4:
+                break
+        t0 = time.monotonic()
+        os.kill(_listener_pid(str(rail1.grpc)), signal.SIGKILL)
+        rest, _ = job.communicate(timeout=60)
+        text = "".join(seen) + rest
+        assert job.returncode != 0, text[-2000:]
+        assert f"rail 1 is down (switch {rail1.name} does not answer at {rail1.grpc}): ranks 1, 3 use it" in text
+        assert "stopping the job" in text and time.monotonic() - t0 < 20, "stopped, not left to hang"
+        refused = subprocess.run([sys.executable, "-m", "controller.cli", "launch", "--", "true"],
+                                 capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+        assert refused.returncode != 0
+        assert "rail 1 is down" in refused.stderr and "the job was not started" in refused.stderr
+    finally:
+        fabric.send_signal(signal.SIGTERM)
+        fabric.communicate(timeout=60)
