@@ -42,11 +42,14 @@ def static_arp_commands(entries: Iterable[tuple[str, str, str]]) -> list[str]:
     return [f"ip neigh replace {ip} lladdr {mac} dev {intf} nud permanent" for ip, mac, intf in entries]
 
 
-def rto_min_commands(routes: list[dict], ms: float) -> list[str]:
+def rto_min_commands(routes: list[dict], ms: float, congestion: str = "") -> list[str]:
     """Give every unicast route of ``ip -j route show table all`` (the main table and the
     per-NIC tables of source routing) a minimum retransmission timeout of ``ms``: the
     per-route ``rto_min`` that every kernel has (the per-namespace ``net.ipv4.tcp_rto_min_us``
-    needs 6.11; Debian bookworm runs 6.1). Local and broadcast routes are left alone.
+    needs 6.11; Debian bookworm runs 6.1). Local and broadcast routes are left alone. With
+    ``congestion``, every connection on the route runs that congestion control unless its
+    socket chose another (``congctl``): a namespace inherits the machine's default (BBR on
+    some machines) and may not change it, and a library's sockets (Open MPI's) set none.
 
     >>> rto_min_commands([{"dst": "10.0.0.0/16", "dev": "s0-eth0", "protocol": "kernel", "scope": "link",
     ...                    "prefsrc": "10.0.1.0", "flags": ["linkdown"]}], 1000)
@@ -56,6 +59,8 @@ def rto_min_commands(routes: list[dict], ms: float) -> list[str]:
     >>> rto_min_commands([{"type": "local", "dst": "10.0.1.0", "dev": "eth0", "table": "local"},
     ...                   {"dst": "default", "dev": "eth1", "table": "101"}], 1000)
     ['ip route change default dev eth1 table 101 rto_min 1000ms']
+    >>> rto_min_commands([{"dst": "default", "dev": "eth1"}], 1000, "cubic")
+    ['ip route change default dev eth1 rto_min 1000ms congctl cubic']
     """
     cmds = []
     for r in routes:
@@ -66,7 +71,7 @@ def rto_min_commands(routes: list[dict], ms: float) -> list[str]:
                           ("prefsrc", "src"), ("metric", "metric"), ("table", "table")):
             if key in r:
                 parts += [word, str(r[key])]
-        cmds.append(" ".join(parts) + f" rto_min {int(ms)}ms")
+        cmds.append(" ".join(parts) + f" rto_min {int(ms)}ms" + (f" congctl {congestion}" if congestion else ""))
     return cmds
 
 

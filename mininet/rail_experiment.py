@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
-import json
 import logging
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,11 +21,11 @@ from pathlib import Path
 
 from cpu_sampler import CpuSampler, fabric_cpu_sampler
 from fabric_net import EmulatedFabric, check_free
-from host_config import rto_min_commands
+from fabric_workers import prepare_hosts, workers
 from switch_engines import engines_text, fabric_engines
 
 from controller.cli.output import format_table
-from controller.errors import EmulationError, MlfabricError
+from controller.errors import MlfabricError
 from controller.experiments.cpu_use import (
     breakdown_row,
     breakdown_summary,
@@ -76,48 +73,13 @@ from controller.topology import load_topology
 from controller.topology.generators import UPLINK_ROUTINGS
 from controller.topology.model import JUMBO_MTU, Topology
 from workloads.config import CLUSTER_TCP_CONGESTION
-from workloads.driver import WorkerGroup
-from workloads.plan import ALLTOALL_SCHEDULES, Rank
+from workloads.plan import ALLTOALL_SCHEDULES
 
 log = logging.getLogger("mlfabric.experiment")
 
 
 def _say(msg: str) -> None:
     print(f"[rail-only] {msg}", flush=True)
-
-
-def _ranks(topo: Topology) -> list[Rank]:
-    ranks = []
-    for d, host in enumerate(topo.hosts):
-        for nic in sorted(host.nics, key=lambda n: n.rail or 0):
-            ranks.append(Rank(rank=len(ranks), server=d, rail=int(nic.rail or 0), ip=nic.address))
-    return ranks
-
-
-def _shape_loopback(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig) -> None:
-    """The intra-server bandwidth: all GPUs of a server share rails x NVLink rate on lo."""
-    rate = cfg.rate_mbps * cfg.nvlink_factor * cfg.rails
-    for h in topo.hosts:
-        out = fab.host(h.name).cmd(
-            f"tc qdisc replace dev lo root handle 1: htb default 1 r2q {max(1, int(rate * 1e6 / 8 / 10000))} && "
-            f"tc class replace dev lo parent 1: classid 1:1 htb rate {rate}mbit burst 64k && echo ok")
-        if "ok" not in out:
-            raise EmulationError(f"cannot shape the loopback of {h.name}: {out.strip()}")
-
-
-def _set_rto_min(fab: EmulatedFabric, topo: Topology, ms: float) -> None:
-    """Every host route's minimum retransmission timeout (:func:`host_config.rto_min_commands`)."""
-    for h in topo.hosts:
-        host = fab.host(h.name)
-        try:
-            routes = json.loads(host.cmd("ip -j route show table all") or "[]")
-        except json.JSONDecodeError as exc:
-            raise EmulationError(f"cannot read the routes of {h.name}: {exc}") from exc
-        for cmd in rto_min_commands(routes, ms):
-            out = host.cmd(f"{cmd} && echo ok")
-            if "ok" not in out:
-                raise EmulationError(f"cannot set the minimum retransmission timeout of {h.name} to "
-                                     f"{ms:g} ms ({cmd}): {out.strip()}")
 
 
 def _commands(cfg: ExperimentConfig, fabric: str, it: int) -> list[dict]:
@@ -194,28 +156,13 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
                         log_dir=workdir / "logs" / fabric) as fab:
         info["bring_up_s"] = round(fab.timings.bring_up_s, 2)
         _say(f"{fabric}: up in {fab.timings.bring_up_s:.1f} s; rules installed")
-        _shape_loopback(fab, topo, cfg)
-        if cfg.tcp_rto_min_ms:
-            _set_rto_min(fab, topo, cfg.tcp_rto_min_ms)
-        ranks = _ranks(topo)
-        config = {"ranks": [dataclasses.asdict(r) for r in ranks],
-                  "servers": cfg.servers, "rails": cfg.rails, "port": 7000, "timeout_s": cfg.worker_timeout_s,
-                  # a fat-tree reaches every GPU; rail-only only the same server and rail
-                  "mesh": "full" if fabric == "fat-tree" else "rail", "tcp_congestion": cfg.tcp_congestion,
-                  "sock_buf_bytes": cfg.sock_buf_bytes}
-        config_path = workdir / f"workers-{fabric}.json"
-        config_path.write_text(json.dumps(config))
-
-        def popen(rank: Rank, argv: list[str]) -> subprocess.Popen:
-            return fab.host(topo.hosts[rank.server].name).popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
+        prepare_hosts(fab, topo, cfg)
         meter = UplinkMeter(fab.live) if fabric == "fat-tree" and fab.live is not None else None
         names = [s.name for s in topo.switches]
         info["engines"] = fabric_engines(cfg.target, fab.log_dir, names)
         _say(f"{fabric}: switches run the {engines_text(info['engines'])}")
         cpu = fabric_cpu_sampler(fab, names)
-        with contextlib.ExitStack() as stack, WorkerGroup(popen, config_path, ranks, python=sys.executable) as group:
+        with contextlib.ExitStack() as stack, workers(fab, topo, cfg, fabric, workdir) as group:
             workers_cpu = CpuSampler(group.pids)
             if meter is not None:
                 stack.callback(meter.close)

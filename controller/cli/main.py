@@ -92,7 +92,8 @@ def _passed_on(rest: list[str]) -> list[str]:
 
 
 EXPERIMENT_MODULES = {"rail-only": "rail_experiment", "checkmate": "checkmate_experiment",
-                      "rotor": "rotor_experiment", "tdtcp": "tdtcp_experiment", "topoopt": "topoopt_experiment"}
+                      "rotor": "rotor_experiment", "tdtcp": "tdtcp_experiment", "topoopt": "topoopt_experiment",
+                      "collectives": "collectives_experiment"}
 
 
 def _experiment(args: argparse.Namespace) -> int:
@@ -247,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples: mlfabric experiment run rail-only\n"
                "          mlfabric experiment run rail-only --gpus 32 --rails 8 --iterations 5\n"
                "          mlfabric experiment run checkmate --repetitions 5 --mirror-loss 0.01\n"
+               "          mlfabric experiment run collectives --sizes-kb 256 4096 --mca btl_tcp_eager_limit=8388608\n"
                "          mlfabric experiment run rotor --target bmv2 --slices-ms 16,32,64 --duty-cycles 0.8,0.5\n"
                "          mlfabric experiment run tdtcp --day-ms 20 --fast 16/500 --slow 2/2500\n"
                "          mlfabric experiment run topoopt --degrees 2,3,4 --jobs topologies/jobs/topoopt-transformer.yaml\n"

@@ -1,0 +1,285 @@
+"""``mlfabric experiment run collectives``: Open MPI's ``MPI_Allreduce`` and ``MPI_Alltoall``
+on rail-only and its fat-tree, next to the project's own collectives and the model.
+
+On each fabric: Open MPI twice through ``mlfabric launch --mpi``'s machinery (one rank per
+GPU, each on its rail's NIC), once with its default algorithm choice (recorded from
+coll/tuned's decision table) and once forced (a ring allreduce and a pairwise all-to-all by
+default), every size of both collectives in one ``mpirun``. Rank 0 hand-shakes each
+(collective, size) block with this runner (:class:`workloads.mpi_collectives.Pacer`), so
+every block is measured with the fidelity monitors on its own. Then the project's ring and
+hierarchical collectives at the same sizes. One results folder: the rows (CSV), the summary
+and verdicts (JSON), a text table and a plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from cpu_sampler import CpuSampler, fabric_cpu_sampler
+from fabric_net import EmulatedFabric, check_free
+from fabric_workers import prepare_hosts, workers
+from switch_engines import engines_text, fabric_engines
+
+from controller.errors import EmulationError, MlfabricError
+from controller.experiments.collectives import COLLECTIVES, PROJECT_OPS, CollectivesConfig
+from controller.experiments.collectives_report import plot_sizes, report
+from controller.experiments.cpu_use import breakdown_row, cpu_row
+from controller.experiments.fidelity import breaches, undecided_note
+from controller.experiments.ompi_tuned import ALGORITHMS, default_algorithm, forced_mca
+from controller.experiments.options import UNDECIDED_EXIT, add_common_options, experiment_parser
+from controller.experiments.rail_only import FABRICS, fabrics_for
+from controller.experiments.results import (
+    config_json,
+    interrupt_on_signals,
+    new_results_dir,
+    stopped_by,
+    write_csv,
+    write_json,
+)
+from controller.launch.placement import place
+from controller.launch.runner import LaunchResult, kill_tagged
+from controller.topology.model import Topology
+
+
+def _say(msg: str) -> None:
+    print(f"[collectives] {msg}", flush=True)
+
+
+class _Mpirun(threading.Thread):
+    """One ``mpirun`` of the job in the background; :attr:`result` or :attr:`error` after."""
+
+    def __init__(self, fab: EmulatedFabric, command: list[str], mca: dict[str, str], idle_us: int,
+                 log: Path) -> None:
+        super().__init__(daemon=True)
+        from controller.launch.mpirun import run_mpirun
+
+        self._run = run_mpirun
+        live = fab.live
+        assert live is not None
+        self.placement = place(live, gpus=True)
+        recorded = live.params.get("host_pids")
+        self.pids = {str(h): int(p) for h, p in recorded.items()} if isinstance(recorded, dict) else {}
+        self.command, self.mca, self.idle_us, self.log = command, mca, idle_us, log
+        self.launch_id = uuid.uuid4().hex
+        self.result: LaunchResult | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with self.log.open("w") as out:
+                self.result = self._run(self.placement, self.command, self.pids, launch_id=self.launch_id,
+                                        mca=self.mca, out=out, idle_us=self.idle_us)
+        except BaseException as exc:  # reported by the pacing loop
+            self.error = exc
+
+    def stop(self) -> None:
+        kill_tagged(self.launch_id)
+        self.join(timeout=10)
+
+    def failure(self) -> str:
+        if self.error is not None:
+            return f"mpirun failed: {self.error}"
+        if self.result is not None and self.result.failed_rank is not None:
+            slot = self.placement.ranks[self.result.failed_rank]
+            return f"rank {self.result.failed_rank} (on {slot.host}, {slot.ifname}, rail {slot.rail}) failed"
+        if self.result is not None and self.result.exit_code:
+            return f"mpirun exited {self.result.exit_code}"
+        return "mpirun ended before this block"
+
+
+def _wait_for(path: Path, job: _Mpirun, timeout_s: float) -> bool:
+    """Until ``path`` exists (True), the job ends or the timeout passes (False)."""
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if not job.is_alive() and not path.exists():
+            return False
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def run_open_mpi(fabric: str, fab: EmulatedFabric, cfg: CollectivesConfig, run: str, cpu: CpuSampler,
+                 workdir: Path, rows: list[dict]) -> dict:
+    """One ``mpirun`` of every size of both collectives: ``run`` is ``default`` or ``forced``."""
+    pace = Path(tempfile.mkdtemp(prefix=f"pace-{fabric}-{run}-", dir=workdir))
+    command = [sys.executable, "-m", "workloads.mpi_collectives", "--sizes-kb", *map(str, cfg.sizes_kb),
+               "--repetitions", str(cfg.repetitions), "--pace-dir", str(pace)]
+    mca = dict(cfg.mca) | ({} if run == "default" else {k: v for c, a in zip(COLLECTIVES, cfg.forced, strict=True)
+                                                         for k, v in forced_mca(c, a).items()})
+    job = _Mpirun(fab, command, mca, cfg.idle_us, workdir / "logs" / f"open-mpi-{fabric}-{run}.log")
+    blocks = [(c, kb) for c in COLLECTIVES for kb in cfg.sizes_kb]
+    info: dict = {"mca": mca, "algorithms": {}}
+    job.start()
+    try:
+        for i, (collective, kb) in enumerate(blocks):
+            size = kb * 1024
+            algorithm = (f"{default_algorithm(collective, cfg.gpus, size)} (default)" if run == "default"
+                         else f"{cfg.forced[COLLECTIVES.index(collective)]} (forced)")
+            info["algorithms"][f"{collective} {kb} KiB"] = algorithm
+            base = {"fabric": fabric, "collective": collective, "bytes": size, "library": "open-mpi",
+                    "algorithm": algorithm, "block": f"{fabric}/{run}/{i}"}
+            started = time.monotonic()
+            if not _wait_for(pace / f"ready-{i}.json", job, cfg.timeout_s):
+                rows.append({**base, "rep": 0, "ok": False, "seconds": float("nan"), "error": job.failure()})
+                _say(f"{fabric}: Open MPI {collective} {kb} KiB FAILED ({job.failure()})")
+                break
+            with cpu.measure() as used:
+                (pace / f"go-{i}").touch()
+                done = _wait_for(pace / f"done-{i}.json", job, cfg.timeout_s)
+            if not done:
+                rows.append({**base, "rep": 0, "ok": False, "seconds": float("nan"), "error": job.failure()})
+                _say(f"{fabric}: Open MPI {collective} {kb} KiB FAILED ({job.failure()})")
+                break
+            result = json.loads((pace / f"done-{i}.json").read_text())
+            monitors = cpu_row(used[0])
+            for rep, seconds in enumerate(result["times"]):
+                rows.append({**base, "rep": rep, "ok": bool(result["exact"]), "seconds": seconds,
+                             "error": "" if result["exact"] else "inexact result", **monitors})
+            held = "; ".join(b.text() for b in breaches(monitors))
+            _say(f"{fabric}: Open MPI {algorithm:<28} {collective:<9} {kb:>5} KiB  median {result['median_s']:.3f} s"
+                 f"{'' if result['exact'] else '  INEXACT'}  [{time.monotonic() - started:.1f} s; {used[0].text()}]"
+                 + (f"  OVER A FIDELITY LIMIT: {held}" if held else ""))
+        job.join(timeout=60)
+    finally:
+        if job.is_alive():
+            job.stop()
+    if job.result is not None and job.result.exit_code:
+        info["failure"] = job.failure()
+    return info
+
+
+def run_project(fabric: str, fab: EmulatedFabric, topo: Topology, cfg: CollectivesConfig, cpu: CpuSampler,
+                workdir: Path, rows: list[dict]) -> None:
+    """The project's collectives at every size: one warm-up, then the repetitions."""
+    fcfg = cfg.fabric_config()
+    with workers(fab, topo, fcfg, fabric, workdir) as group:
+        workers_cpu = CpuSampler(group.pids)
+        for kb in cfg.sizes_kb:
+            for op, collective, algorithm in PROJECT_OPS[fabric]:
+                cmd = {"op": op, "bytes": kb * 1024} | ({"schedule": fcfg.alltoall_schedule} if "alltoall" in op else {})
+                group.run({**cmd, "iter": -1}, timeout=fcfg.timeout_s)  # warm-up, not recorded
+                times = []
+                for rep in range(cfg.repetitions):
+                    with cpu.measure() as used, workers_cpu.measure() as by_workers:
+                        results = group.run({**cmd, "iter": rep}, timeout=fcfg.timeout_s)
+                    ok = bool(results) and all(r.get("ok") for r in results)
+                    seconds = max((r.get("seconds") or 0.0) for r in results) if ok else float("nan")
+                    rows.append({"fabric": fabric, "collective": collective, "bytes": kb * 1024, "library": "mlfabric",
+                                 "algorithm": algorithm, "block": "", "rep": rep, "ok": ok, "seconds": seconds,
+                                 "error": "; ".join(sorted({r["error"] for r in results if r.get("error")})),
+                                 **cpu_row(used[0]), **breakdown_row(used[0], by_workers[0])})
+                    times.append(seconds)
+                good = sorted(t for t in times if t == t)
+                _say(f"{fabric}: mlfabric {algorithm:<28} {collective:<9} {kb:>5} KiB  "
+                     + (f"median {good[len(good) // 2]:.3f} s" if good else "FAILED"))
+
+
+def run_fabric(fabric: str, topo: Topology, cfg: CollectivesConfig, workdir: Path, rows: list[dict]) -> dict:
+    _say(f"{fabric}: building {len(topo.switches)} switches, {len(topo.hosts)} servers ({cfg.target} target)")
+    info: dict = {}
+    with EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, source_routing=(fabric == "fat-tree"),
+                        log_dir=workdir / "logs" / fabric, publish=False) as fab:
+        info["bring_up_s"] = round(fab.timings.bring_up_s, 2)
+        prepare_hosts(fab, topo, cfg.fabric_config())
+        names = [s.name for s in topo.switches]
+        info["engines"] = fabric_engines(cfg.target, fab.log_dir, names)
+        _say(f"{fabric}: up in {fab.timings.bring_up_s:.1f} s; switches run the {engines_text(info['engines'])}")
+        cpu = fabric_cpu_sampler(fab, names)
+        for run in ("default", "forced"):
+            info[f"open-mpi {run}"] = run_open_mpi(fabric, fab, cfg, run, cpu, workdir, rows)
+        if cfg.project:
+            run_project(fabric, fab, topo, cfg, cpu, workdir, rows)
+    return info
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = CollectivesConfig()
+    p = experiment_parser("collectives", __doc__)
+    p.add_argument("--gpus", type=int, default=d.gpus, help="GPUs (ranks), rails x servers")
+    p.add_argument("--rails", type=int, default=d.rails, help="rails (GPUs per server)")
+    p.add_argument("--rate-mbps", type=float, default=d.rate_mbps, help="every NIC's rate, Mbit/s")
+    p.add_argument("--sizes-kb", type=int, nargs="+", default=list(d.sizes_kb), help="each rank's buffer, KiB")
+    p.add_argument("--forced-allreduce", choices=list(ALGORITHMS["allreduce"].values()), default=d.forced[0],
+                   help="the allreduce algorithm of the forced Open MPI run")
+    p.add_argument("--forced-alltoall", choices=list(ALGORITHMS["alltoall"].values()), default=d.forced[1],
+                   help="the all-to-all algorithm of the forced Open MPI run")
+    p.add_argument("--no-project", action="store_true", help="skip the project's own collectives")
+    p.add_argument("--mpi-idle-us", type=int, default=d.idle_us,
+                   help="a waiting Open MPI rank's longest sleep between polls, us (0: spin, as Open MPI does)")
+    p.add_argument("--mca", action="append", default=[], metavar="NAME=VALUE",
+                   help="an Open MPI MCA parameter for both runs (repeatable), e.g. btl_tcp_eager_limit=8388608")
+    add_common_options(p, "collectives", repetitions=d.repetitions)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    a = build_parser().parse_args(argv)
+    try:
+        cfg = CollectivesConfig(gpus=a.gpus, rails=a.rails, rate_mbps=a.rate_mbps, sizes_kb=tuple(a.sizes_kb),
+                                repetitions=a.repetitions, forced=(a.forced_allreduce, a.forced_alltoall),
+                                project=not a.no_project, idle_us=a.mpi_idle_us, target=a.target,
+                                mca=tuple(tuple(x.split("=", 1)) if "=" in x else (x, "") for x in a.mca),
+                                engine=a.engine).validate()
+        topos = fabrics_for(cfg.fabric_config(), None)
+        for topo in topos.values():
+            check_free(topo)
+    except MlfabricError as exc:
+        print(f"mlfabric: error: {exc}", file=sys.stderr)
+        return 2
+    out = a.out or new_results_dir("collectives")
+    out.mkdir(parents=True, exist_ok=True)
+    _say(f"results folder: {out}")
+    rows: list[dict] = []
+    infos: dict = {}
+    interrupted = None
+    try:
+        with interrupt_on_signals(), tempfile.TemporaryDirectory(prefix="mlfabric-") as tmp:
+            work = Path(tmp)
+            (work / "logs").mkdir()
+            try:
+                for fabric in FABRICS:
+                    infos[fabric] = run_fabric(fabric, topos[fabric], cfg, work, rows)
+                    write_csv(out / "iterations.csv", rows)
+            finally:
+                for log in (work / "logs").glob("open-mpi-*.log"):  # Open MPI's own output, kept
+                    (out / log.name).write_text(log.read_text())
+    except KeyboardInterrupt as exc:
+        interrupted = f"stopped by {stopped_by(exc)} after {len(rows)} rows; the emulation was torn down"
+        _say(interrupted)
+    except EmulationError as exc:
+        print(f"mlfabric: error: {exc}", file=sys.stderr)
+        write_csv(out / "iterations.csv", rows)
+        return 1
+    write_csv(out / "iterations.csv", rows)
+    if interrupted is not None:
+        write_json(out / "summary.json", {"config": config_json(cfg), "interrupted": interrupted, "runs": infos})
+        _say(f"wrote what finished to {out} (marked interrupted)")
+        return 130
+    text, verdicts, data = report(rows, cfg)
+    write_json(out / "summary.json", {"config": config_json(cfg), "runs": infos, **data})
+    (out / "table.txt").write_text(text + "\n")
+    plot_sizes(rows, cfg, out / "collectives.png",
+               title=f"Open MPI and mlfabric collectives, {cfg.gpus} GPUs ({cfg.servers}x{cfg.rails}), "
+                     f"{cfg.rate_mbps:g} Mbit/s" + undecided_note(verdicts))
+    print()
+    print(text)
+    print()
+    _say(f"wrote {out}/iterations.csv, summary.json, table.txt, collectives.png")
+    if any(not r["ok"] for r in rows):
+        return 1
+    if a.require_decided and not all(v.decided for v in verdicts):
+        _say("undecided: a fidelity monitor failed (--require-decided)")
+        return UNDECIDED_EXIT
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,91 @@
+"""The project's own collective workers on an emulated fabric, as the rail-only and the
+collectives experiments start them: one worker per GPU in its server's host, the hosts'
+loopback shaped to the intra-server ("NVLink") bandwidth, and the hosts' minimum TCP
+retransmission timeout."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from fabric_net import EmulatedFabric
+from host_config import rto_min_commands
+
+from controller.errors import EmulationError
+from controller.experiments.rail_only import ExperimentConfig
+from controller.topology.model import Topology
+from workloads.driver import WorkerGroup
+from workloads.plan import Rank
+
+__all__ = ["gpu_ranks", "prepare_hosts", "set_rto_min", "shape_loopback", "workers"]
+
+
+def gpu_ranks(topo: Topology) -> list[Rank]:
+    """One rank per GPU, server by server, GPU g on the NIC of rail g."""
+    ranks = []
+    for d, host in enumerate(topo.hosts):
+        for nic in sorted(host.nics, key=lambda n: n.rail or 0):
+            ranks.append(Rank(rank=len(ranks), server=d, rail=int(nic.rail or 0), ip=nic.address))
+    return ranks
+
+
+def shape_loopback(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig) -> None:
+    """The intra-server bandwidth: all GPUs of a server share rails x NVLink rate on lo."""
+    rate = cfg.rate_mbps * cfg.nvlink_factor * cfg.rails
+    for h in topo.hosts:
+        out = fab.host(h.name).cmd(
+            f"tc qdisc replace dev lo root handle 1: htb default 1 r2q {max(1, int(rate * 1e6 / 8 / 10000))} && "
+            f"tc class replace dev lo parent 1: classid 1:1 htb rate {rate}mbit burst 64k && echo ok")
+        if "ok" not in out:
+            raise EmulationError(f"cannot shape the loopback of {h.name}: {out.strip()}")
+
+
+def set_rto_min(fab: EmulatedFabric, topo: Topology, ms: float, congestion: str = "") -> None:
+    """Every host route's minimum retransmission timeout and, with ``congestion``, its
+    congestion control (:func:`host_config.rto_min_commands`)."""
+    for h in topo.hosts:
+        host = fab.host(h.name)
+        try:
+            routes = json.loads(host.cmd("ip -j route show table all") or "[]")
+        except json.JSONDecodeError as exc:
+            raise EmulationError(f"cannot read the routes of {h.name}: {exc}") from exc
+        for cmd in rto_min_commands(routes, ms, congestion):
+            out = host.cmd(f"{cmd} && echo ok")
+            if "ok" not in out:
+                raise EmulationError(f"cannot set the minimum retransmission timeout of {h.name} to "
+                                     f"{ms:g} ms ({cmd}): {out.strip()}")
+
+
+def prepare_hosts(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig) -> None:
+    """The loopback shaped and, where the configuration asks, the routes' minimum RTO and
+    congestion control set (every connection's, a library's too; the project's workers also
+    set theirs per socket)."""
+    shape_loopback(fab, topo, cfg)
+    if cfg.tcp_rto_min_ms or cfg.tcp_congestion:
+        set_rto_min(fab, topo, cfg.tcp_rto_min_ms or 200, cfg.tcp_congestion)
+
+
+@contextlib.contextmanager
+def workers(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig, fabric: str,
+            workdir: Path) -> Iterator[WorkerGroup]:
+    """The project's workers, one per GPU, for the ``with`` body; stopped after it."""
+    ranks = gpu_ranks(topo)
+    config = {"ranks": [dataclasses.asdict(r) for r in ranks],
+              "servers": cfg.servers, "rails": cfg.rails, "port": 7000, "timeout_s": cfg.worker_timeout_s,
+              # a fat-tree reaches every GPU; rail-only only the same server and rail
+              "mesh": "full" if fabric == "fat-tree" else "rail", "tcp_congestion": cfg.tcp_congestion,
+              "sock_buf_bytes": cfg.sock_buf_bytes}
+    config_path = workdir / f"workers-{fabric}.json"
+    config_path.write_text(json.dumps(config))
+
+    def popen(rank: Rank, argv: list[str]) -> subprocess.Popen:
+        return fab.host(topo.hosts[rank.server].name).popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    with WorkerGroup(popen, config_path, ranks, python=sys.executable) as group:
+        yield group
