@@ -130,7 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         times = [_once(comm, MPI, name, send, recv) for _ in range(a.repetitions)]
         exact = bool(comm.allreduce(bool(np.array_equal(recv, want)), op=MPI.LAND))
         result = {"collective": name, "bytes": int(send.nbytes), "world": comm.Get_size(), "group": group,
-                  "median_s": statistics.median(times), "max_s": max(times), "times": times, "exact": exact}
+                  "median_s": round(statistics.median(times), 6), "max_s": round(max(times), 6),
+                  "times": [round(t, 6) for t in times], "exact": exact}
         ok &= result["exact"]
         if rank == 0:
             print(json.dumps(result), flush=True)

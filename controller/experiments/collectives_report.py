@@ -49,7 +49,8 @@ def report(rows: Sequence[Mapping[str, Any]], cfg: CollectivesConfig) -> tuple[s
     cpu = cpu_summary(rows)
     lines = [f"Open MPI {'and mlfabric ' if cfg.project else ''}collectives: {cfg.servers} servers x {cfg.rails} "
              f"GPUs, {cfg.rate_mbps:g} Mbit/s NICs, MTU {cfg.mtu}, {cfg.target} target, {cfg.repetitions} "
-             f"repetitions; Open MPI's waiting ranks sleep up to {cfg.idle_us} us between polls",
+             f"repetitions; Open MPI's waiting ranks sleep up to {cfg.idle_us} us between polls"
+             + (f"; MCA {', '.join(f'{k}={v}' for k, v in cfg.mca)}" if cfg.mca else ""),
              "", format_table(table), "", "ratios (mean [95% CI] over repetitions):", *ratio_lines, "",
              f"CPU: {cpu_verdict(cpu)}", *fidelity_lines([v for v, _ in judged.values()])]
     data = {"summary": summary, "cpu": cpu,

@@ -95,7 +95,7 @@ def test_report_names_every_series_and_its_model(tmp_path: Path) -> None:
     cfg = CollectivesConfig(sizes_kb=(1024,), project=False, repetitions=3)
     rows = _rows({"rail-only": [0.2, 0.21, 0.22], "fat-tree": [0.2, 0.2, 0.2]})
     text, judged, data = report(rows, cfg)
-    assert "rabenseifner (default)" in text and "1 MiB" in text and "+" in text
+    assert "rabenseifner (default)" in text and "1 MiB" in text and "-37%" in text  # 0.2 s against 0.317
     assert len(judged) == 4  # two collectives' defaults and forced algorithms
     assert len(data["fidelity"]["verdicts"]) == 4 and len(data["summary"]) == 2
     assert judged[0].decided and "too few" in judged[2].finding  # no forced run in these rows
