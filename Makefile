@@ -10,7 +10,7 @@ ENGINE ?= $(or $(MLFABRIC_ENGINE),auto)
 export MLFABRIC_ENGINE := $(ENGINE)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run run-smoke run-rail-only run-checkmate run-rotor run-tdtcp run-topoopt run-collectives model-rail-only test test-unit test-target test-emulation p4 bench p4c-samples lint typecheck doctor clean-net clean
+.PHONY: help setup run run-smoke run-rail-only run-checkmate run-rotor run-tdtcp run-topoopt run-collectives model-rail-only test test-unit test-target test-emulation p4 bench p4c-samples lint typecheck docs doctor clean-net clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -77,6 +77,9 @@ lint: setup ## ruff (make test runs it first)
 
 typecheck: setup ## mypy (make test runs it first)
 	@$(VENV)/bin/mypy
+
+docs: setup ## regenerate docs/cli.md, the CLI reference, from the argparse tree (a test fails when it is stale)
+	@$(PY) -m controller.cli.reference
 
 doctor: setup ## report the toolchain, Mininet and qdiscs this machine has
 	@$(MLFABRIC) doctor

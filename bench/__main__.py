@@ -141,7 +141,7 @@ def main(argv: list[str]) -> int:
         best = search["highest_rate_mbps"]
         rows.append(_row("the highest NIC rate make run's fabric holds within the fidelity limits", "Mbit/s",
                          float(best or 0), None,
-                         ">= 400 Mbit/s" + ("" if best and best >= 400 else " (not reached: README, Benchmarks)")))
+                         ">= 400 Mbit/s" + ("" if best and best >= 400 else " (not reached: docs/benchmarks.md)")))
         costs = {"native engine, MTU 9000": search["tried"][0]["alltoall_cost"]}
         if not args.quick:
             costs["native engine, MTU 1500"] = collective_cost.alltoall_cost(

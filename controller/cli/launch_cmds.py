@@ -88,7 +88,7 @@ def _launch(args: argparse.Namespace) -> int:
         raise ConfigError("<launch>", "--mpi-idle-us", args.mpi_idle_us, "must be >= 0 (0: spin)")
     if args.torch and importlib.util.find_spec("torch") is None:
         raise EmulationError("torch is not importable in this environment: install it into the venv "
-                             "(.venv/bin/pip install torch; see the README) or launch without --torch")
+                             "(.venv/bin/pip install torch; see docs/launch.md) or launch without --torch")
     if os.geteuid() != 0:
         raise EmulationError("entering the hosts' network namespaces needs root")
     # the program as this shell finds it: Open MPI's daemons put their own prefix first on

@@ -34,7 +34,7 @@ def _insert(sw, table: str, key: bytes, param: bytes) -> str:
         sw.client.write([u])
         return "ok"
     except P4ClientError as exc:
-        # what PI says, without the detail the Python target adds (README: "Some error
+        # what PI says, without the detail the Python target adds (docs/p4runtime.md: "Some error
         # messages say more than PI's")
         return BMV2_REFUSAL if BMV2_REFUSAL in str(exc) else str(exc).split("first: ")[-1].split(" (")[0]
 

@@ -3,7 +3,7 @@
 Linux takes the tag out of every frame a packet socket receives and reports it beside the
 frame; the switch must put it back (as BMv2's libpcap does), so that a tagged frame leaves
 unchanged, the ``--pcap`` input shows it as it was on the wire and the per-port byte counter
-counts its 4 tag bytes. Run it in a private network namespace (see the README).
+counts its 4 tag bytes. It runs in a private network namespace, as the target tier's veth tests do.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ again when the port comes back; a watch port the switch does not have counts as 
 group reads back with the watch of its last member on every member, as PI returns it.
 
 Where BMv2 and PI fail to do what PI means to (a port going down), the Python target does what
-PI means: the member stops being chosen. The README's P4Runtime section lists this."""
+PI means: the member stops being chosen. docs/p4runtime.md lists this."""
 
 from __future__ import annotations
 
