@@ -6,6 +6,7 @@ has its own Thrift port for simple_switch_CLI (``mlfabric bmv2-cli``)."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -134,7 +135,10 @@ def test_the_shell_reads_the_switch_and_leaves_the_controller_in_charge(target_n
     assert read.returncode == 0, read.stdout + read.stderr
     n = len(rules["RailIngress.ipv4_lpm"]["entries"])
     assert f"ENTRIES {n}" in read.stdout and "RailIngress.ipv4_lpm" in read.stdout, read.stdout
-    assert "pipeline untouched" in read.stderr and read.stderr.count("\n") == 1, read.stderr
+    # one line of ours; gRPC core's own log lines (E1128 08:15:18.82 ... thd.cc:157] ...) are the
+    # library's: one make test run had its thread pool retry a pthread_create refused with EAGAIN
+    ours = [line for line in read.stderr.splitlines() if not re.match(r"[EWI]\d{4} \d\d:\d\d:", line)]
+    assert "pipeline untouched" in read.stderr and len(ours) == 1, read.stderr
     assert add.returncode == 0, add.stdout + add.stderr
     assert len(json.loads(during.stdout)["RailIngress.ipv4_lpm"]["entries"]) == n + 1
     assert f"ENTRIES {n + 1}" in rest, rest

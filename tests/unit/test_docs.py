@@ -135,3 +135,29 @@ def test_readme_is_a_front_page() -> None:
     assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines: move detail into docs/"
     for page in sorted((REPO / "docs").glob("*.md")):
         assert f"docs/{page.name}" in "\n".join(lines), f"the README does not link docs/{page.name}"
+
+
+#: README sections whose table comes from a committed run: every decimal figure in the table
+#: must be one of the run's own figures (to the digits shown), so that text and run cannot drift
+COMMITTED_RUNS = {"### Checkmate": "docs/checkmate-run.txt", "### TopoOpt": "docs/topoopt-run.txt",
+                  "### Open MPI on the fabric": "docs/collectives-run.txt"}
+
+
+def _section(text: str, title: str) -> str:
+    start = text.index(title)
+    ends = [i for i in (text.find("\n### ", start + 4), text.find("\n## ", start + 4)) if i > 0]
+    return text[start:min(ends)] if ends else text[start:]
+
+
+def _decimals(text: str) -> list[str]:
+    return re.findall(r"(?<![\d.])\d+\.\d+", text)
+
+
+@pytest.mark.parametrize(("title", "run"), COMMITTED_RUNS.items(), ids=list(COMMITTED_RUNS))
+def test_readme_figures_are_their_committed_runs(title: str, run: str) -> None:
+    rows = [line for line in _section((REPO / "README.md").read_text(), title).splitlines()
+            if line.startswith("|") and not line.startswith("| ---")][1:]
+    figures = [x for row in rows for x in _decimals(row)]
+    measured = _decimals((REPO / run).read_text())
+    drifted = [x for x in figures if not any(f"{float(r):.{len(x.split('.')[1])}f}" == x for r in measured)]
+    assert figures and not drifted, f"{title}: {drifted} are not in {run}"
