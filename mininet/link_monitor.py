@@ -124,7 +124,10 @@ class LinkMonitor:
             yield out
         finally:
             stop.set()
-            thread.join()
+            # a signal turned into KeyboardInterrupt can land inside start(), before the thread
+            # ran: joining it would replace the interrupt with a RuntimeError (exit 1, not 130)
+            if thread.ident is not None:
+                thread.join()
             for reader in readers.values():
                 reader.close()
         out.append(link_use(series, {e.label: e.rate_bps for e in ends}, bursts={e.label: e.burst_bytes for e in ends},
