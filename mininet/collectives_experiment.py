@@ -37,9 +37,8 @@ from controller.experiments.options import UNDECIDED_EXIT, add_common_options, e
 from controller.experiments.rail_only import FABRICS, fabrics_for
 from controller.experiments.results import (
     config_json,
-    interrupt_on_signals,
     new_results_dir,
-    stopped_by,
+    run_each_fabric,
     write_csv,
     write_json,
 )
@@ -107,14 +106,15 @@ def _wait_for(path: Path, job: _Mpirun, timeout_s: float) -> bool:
 
 
 def run_open_mpi(fabric: str, fab: EmulatedFabric, cfg: CollectivesConfig, run: str, cpu: CpuSampler,
-                 workdir: Path, rows: list[dict]) -> dict:
-    """One ``mpirun`` of every size of both collectives: ``run`` is ``default`` or ``forced``."""
+                 workdir: Path, out: Path, rows: list[dict]) -> dict:
+    """One ``mpirun`` of every size of both collectives: ``run`` is ``default`` or ``forced``;
+    Open MPI's own output is kept in ``out``."""
     pace = Path(tempfile.mkdtemp(prefix=f"pace-{fabric}-{run}-", dir=workdir))
     command = [sys.executable, "-m", "workloads.mpi_collectives", "--sizes-kb", *map(str, cfg.sizes_kb),
                "--repetitions", str(cfg.repetitions), "--pace-dir", str(pace)]
     mca = dict(cfg.mca) | ({} if run == "default" else {k: v for c, a in zip(COLLECTIVES, cfg.forced, strict=True)
                                                          for k, v in forced_mca(c, a).items()})
-    job = _Mpirun(fab, command, mca, cfg.idle_us, workdir / "logs" / f"open-mpi-{fabric}-{run}.log")
+    job = _Mpirun(fab, command, mca, cfg.idle_us, out / f"open-mpi-{fabric}-{run}.log")
     blocks = [(c, kb) for c in COLLECTIVES for kb in cfg.sizes_kb]
     info: dict = {"mca": mca, "algorithms": {}}
     job.start()
@@ -182,7 +182,8 @@ def run_project(fabric: str, fab: EmulatedFabric, topo: Topology, cfg: Collectiv
                      + (f"median {good[len(good) // 2]:.3f} s" if good else "FAILED"))
 
 
-def run_fabric(fabric: str, topo: Topology, cfg: CollectivesConfig, workdir: Path, rows: list[dict]) -> dict:
+def run_fabric(fabric: str, topo: Topology, cfg: CollectivesConfig, workdir: Path, out: Path,
+               rows: list[dict]) -> dict:
     _say(f"{fabric}: building {len(topo.switches)} switches, {len(topo.hosts)} servers ({cfg.target} target)")
     info: dict = {}
     with EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, source_routing=(fabric == "fat-tree"),
@@ -194,7 +195,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: CollectivesConfig, workdir: Pat
         _say(f"{fabric}: up in {fab.timings.bring_up_s:.1f} s; switches run the {engines_text(info['engines'])}")
         cpu = fabric_cpu_sampler(fab, names)
         for run in ("default", "forced"):
-            info[f"open-mpi {run}"] = run_open_mpi(fabric, fab, cfg, run, cpu, workdir, rows)
+            info[f"open-mpi {run}"] = run_open_mpi(fabric, fab, cfg, run, cpu, workdir, out, rows)
         if cfg.project:
             run_project(fabric, fab, topo, cfg, cpu, workdir, rows)
     return info
@@ -238,22 +239,9 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     _say(f"results folder: {out}")
     rows: list[dict] = []
-    infos: dict = {}
-    interrupted = None
     try:
-        with interrupt_on_signals(), tempfile.TemporaryDirectory(prefix="mlfabric-") as tmp:
-            work = Path(tmp)
-            (work / "logs").mkdir()
-            try:
-                for fabric in FABRICS:
-                    infos[fabric] = run_fabric(fabric, topos[fabric], cfg, work, rows)
-                    write_csv(out / "iterations.csv", rows)
-            finally:
-                for log in (work / "logs").glob("open-mpi-*.log"):  # Open MPI's own output, kept
-                    (out / log.name).write_text(log.read_text())
-    except KeyboardInterrupt as exc:
-        interrupted = f"stopped by {stopped_by(exc)} after {len(rows)} rows; the emulation was torn down"
-        _say(interrupted)
+        infos, interrupted = run_each_fabric(
+            FABRICS, lambda fabric, work: run_fabric(fabric, topos[fabric], cfg, work, out, rows), out, rows, _say)
     except EmulationError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         write_csv(out / "iterations.csv", rows)

@@ -15,7 +15,6 @@ import argparse
 import contextlib
 import logging
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -56,10 +55,9 @@ from controller.experiments.rail_only import (
 )
 from controller.experiments.results import (
     config_json,
-    interrupt_on_signals,
     new_results_dir,
     plot_collectives,
-    stopped_by,
+    run_each_fabric,
     write_csv,
     write_json,
 )
@@ -350,18 +348,8 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     _say(f"results folder: {out}")
     rows: list[dict] = []
-    infos: dict = {}
-    interrupted = None
-    try:
-        with interrupt_on_signals(), tempfile.TemporaryDirectory(prefix="mlfabric-") as tmp:
-            work = Path(tmp)
-            (work / "logs").mkdir()
-            for fabric in FABRICS:
-                infos[fabric] = run_fabric(fabric, topos[fabric], cfg, work, rows)
-                write_csv(out / "iterations.csv", rows)
-    except KeyboardInterrupt as exc:
-        interrupted = f"stopped by {stopped_by(exc)} after {len(rows)} rows; the emulation was torn down"
-        _say(interrupted)
+    infos, interrupted = run_each_fabric(FABRICS, lambda fabric, work: run_fabric(fabric, topos[fabric], cfg, work, rows),
+                                         out, rows, _say)
     if interrupted is not None:
         if not rows or set(topos) - set(infos):
             if rows:

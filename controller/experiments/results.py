@@ -8,8 +8,9 @@ import dataclasses
 import json
 import os
 import signal
+import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ __all__ = [
     "new_results_dir",
     "plot_collectives",
     "results_root",
+    "run_each_fabric",
     "stopped_by",
     "write_csv",
     "write_json",
@@ -55,6 +57,27 @@ def stopped_by(exc: BaseException) -> str:
     ('SIGINT', 'SIGTERM')
     """
     return str(exc) or "SIGINT"
+
+
+def run_each_fabric(fabrics: Sequence[str], run: Callable[[str, Path], Any], out: Path,
+                    rows: Sequence[Mapping[str, Any]], say: Callable[[str], None]) -> tuple[dict[str, Any], str | None]:
+    """Runs ``run(fabric, workdir)`` for each fabric in turn, in one temporary working folder
+    (with ``logs/`` in it), writing the rows so far to ``out/iterations.csv`` after each. SIGINT,
+    SIGTERM or SIGHUP stop it, every ``with`` block of the run tearing its emulation down.
+    Returns each finished fabric's info and, if a signal stopped it, what it says about that."""
+    infos: dict[str, Any] = {}
+    try:
+        with interrupt_on_signals(), tempfile.TemporaryDirectory(prefix="mlfabric-") as tmp:
+            work = Path(tmp)
+            (work / "logs").mkdir()
+            for fabric in fabrics:
+                infos[fabric] = run(fabric, work)
+                write_csv(out / "iterations.csv", rows)
+    except KeyboardInterrupt as exc:
+        interrupted = f"stopped by {stopped_by(exc)} after {len(rows)} rows; the emulation was torn down"
+        say(interrupted)
+        return infos, interrupted
+    return infos, None
 
 
 def results_root() -> Path:
