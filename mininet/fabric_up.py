@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 import threading
 from pathlib import Path
 
 from fabric_net import EmulatedFabric, check_free
+from stoppable_stdin import StoppableStdin
 
 from controller.cli.output import format_table
 from controller.cli.switch_args import current_fabric_path
@@ -107,6 +109,12 @@ def main(argv: list[str]) -> int:
             raise FabricStopped(signal.Signals(signum).name)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in stopping}
+    # Without a terminal, the CLI reads through StoppableStdin: the C-level signal handler
+    # writes to the wake pipe from whichever thread the kernel chose, and the CLI sees end
+    # of input even when the main thread's read was never interrupted.
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    previous_wakeup = signal.set_wakeup_fd(wake_w)
     try:
         with fabric:
             assert fabric.live is not None
@@ -115,17 +123,27 @@ def main(argv: list[str]) -> int:
                 from mininet.cli import CLI
                 from mininet.log import setLogLevel
 
+                class PipedCLI(CLI):  # reads self.stdin.readline(), not input()
+                    use_rawinput = False
+
                 setLogLevel("info")  # the CLI's commands (nodes, net, pingall) print at info
                 in_cli.set()
                 with contextlib.suppress(FabricStopped):
-                    if not stop.is_set():
+                    if stop.is_set():
+                        pass
+                    elif cli_owns_sigint:
                         CLI(fabric.net)
+                    else:
+                        PipedCLI(fabric.net, stdin=StoppableStdin(sys.stdin, wake_r))
                 in_cli.clear()
             else:
                 print("[fabric] Ctrl-C stops it", flush=True)
                 stop.wait(a.duration)
         print(f"[fabric] torn down in {fabric.timings.teardown_s:.1f} s")
     finally:
+        signal.set_wakeup_fd(previous_wakeup)
+        os.close(wake_r)
+        os.close(wake_w)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0

@@ -8,6 +8,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -45,8 +47,20 @@ def test_a_signal_tears_down_a_fabric_whose_cli_waits_for_input(sig: signal.Sign
         else:
             pytest.fail("the CLI did not start: " + "".join(seen)[-2000:])
         proc.send_signal(sig)
-        proc.wait(timeout=60)  # stdin stays open: not communicate(), whose EOF would end the CLI anyway
-        out = proc.stdout.read()
+        rest: list[str] = []  # drained while it tears down, so a full pipe cannot hold it up
+        reader = threading.Thread(target=lambda: rest.append(proc.stdout.read()), daemon=True)
+        reader.start()
+        try:
+            proc.wait(timeout=60)  # stdin stays open: not communicate(), whose EOF would end the CLI anyway
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)  # every thread's stack, for the report
+            time.sleep(2)
+            proc.kill()
+            reader.join(10)
+            pytest.fail(f"{sig.name} did not end it within 60 s; its output and stacks:\n"
+                        + "".join(seen)[-1000:] + "".join(rest)[-6000:])
+        reader.join(10)
+        out = "".join(rest)
     finally:
         if proc.poll() is None:
             proc.kill()
