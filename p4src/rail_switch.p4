@@ -13,10 +13,14 @@
  *   - packet-in/packet-out through CPU_PORT with controller headers.
  *   - gradient mirroring (Checkmate): mirror_select clones the selected TCP flows to a
  *     shadow's port; the original is forwarded untouched (see include/mirror.p4).
+ *   - in-network aggregation (SwitchML): chunks sent to UDP port AGG_UDP_PORT are summed in
+ *     the switch's registers and the sums multicast back to the job's workers (see
+ *     include/aggregate.p4).
  */
 #include <core.p4>
 #include <v1model.p4>
 
+#define MLFABRIC_AGGREGATION
 #include "include/headers.p4"
 
 struct metadata_t {
@@ -24,16 +28,25 @@ struct metadata_t {
     bit<16> ecmp_member;
     bit<16> l4_src_port;
     bit<16> l4_dst_port;
+    bit<32> agg_bit;
+    bit<8>  agg_workers;
+    bit<16> agg_pool_base;
+    bit<16> agg_pool_size;
+    bit<16> agg_mgid;
+    bit<32> agg_epoch;
+    bit<32> agg_index;
 }
 
 #include "include/parser.p4"
 #include "include/mirror.p4"
+#include "include/aggregate.p4"
 
 control RailIngress(inout headers_t hdr, inout metadata_t meta,
                     inout standard_metadata_t standard_metadata) {
     counter(512, CounterType.packets_and_bytes) port_rx;
     direct_counter(CounterType.packets_and_bytes) ipv4_lpm_hits;
     MirrorSelect() mirror;
+    Aggregate() aggregate;
 
     action drop() {
         mark_to_drop(standard_metadata);
@@ -95,6 +108,10 @@ control RailIngress(inout headers_t hdr, inout metadata_t meta,
             drop();
             exit;
         }
+        if (hdr.agg.isValid()) {
+            aggregate.apply(hdr, meta, standard_metadata);
+            exit;
+        }
         if (hdr.tcp.isValid()) {
             meta.l4_src_port = hdr.tcp.src_port;
             meta.l4_dst_port = hdr.tcp.dst_port;
@@ -115,10 +132,12 @@ control RailEgress(inout headers_t hdr, inout metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
     counter(512, CounterType.packets_and_bytes) port_tx;
     MirrorRewrite() mirror_copy;
+    AggregateEgress() aggregate_result;
 
     apply {
         port_tx.count((bit<32>)standard_metadata.egress_port);
         mirror_copy.apply(hdr, meta, standard_metadata);
+        aggregate_result.apply(hdr, meta, standard_metadata);
         if (standard_metadata.egress_port == CPU_PORT) {
             hdr.packet_in.setValid();
             hdr.packet_in.ingress_port = standard_metadata.ingress_port;

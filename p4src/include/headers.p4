@@ -75,6 +75,10 @@ header udp_t {
     bit<16> checksum;
 }
 
+#ifdef MLFABRIC_AGGREGATION
+#include "aggregate_headers.p4"
+#endif
+
 struct headers_t {
     packet_out_t packet_out;
     packet_in_t  packet_in;
@@ -83,6 +87,10 @@ struct headers_t {
     icmp_t       icmp;
     tcp_t        tcp;
     udp_t        udp;
+#ifdef MLFABRIC_AGGREGATION
+    agg_t        agg;
+    agg_values_t agg_values;
+#endif
 }
 
 #endif

@@ -43,7 +43,19 @@ parser FabricParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
     }
     state parse_udp {
         packet.extract(hdr.udp);
+#ifdef MLFABRIC_AGGREGATION
+        transition select(hdr.udp.dst_port) {
+            AGG_UDP_PORT: parse_agg;
+            default: accept;
+        }
+    }
+    state parse_agg {
+        packet.extract(hdr.agg);
+        packet.extract(hdr.agg_values);
         transition accept;
+#else
+        transition accept;
+#endif
     }
 }
 
@@ -75,6 +87,10 @@ control FabricDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.icmp);
         packet.emit(hdr.tcp);
         packet.emit(hdr.udp);
+#ifdef MLFABRIC_AGGREGATION
+        packet.emit(hdr.agg);
+        packet.emit(hdr.agg_values);
+#endif
     }
 }
 

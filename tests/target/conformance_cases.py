@@ -386,6 +386,47 @@ RAIL_MIRROR = Program(
     ),
 )
 
+def agg_frame(worker: int, slot: int, values: tuple[int, ...], *, job: int = 7, flags: int = 0, exponent: int = 127,
+              src: str | None = None) -> bytes:
+    """An in-network aggregation request from worker ``worker`` (port worker+1, 10.0.0.worker+1)."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+
+    from workloads.aggregation.wire import AGG_UDP_PORT, LANES, Chunk, encode
+
+    lanes = tuple(values) + (0,) * (LANES - len(values))
+    payload = encode(Chunk(job=job, slot=slot, offset=slot * LANES, values=lanes, flags=flags, exponent=exponent))
+    return bytes(Ether(dst="02:5f:00:01:00:01", src=f"02:00:00:00:00:{worker + 1:02x}") /
+                 IP(src=src or f"10.0.0.{worker + 1}", dst="10.0.255.254", ttl=64, id=9) /
+                 UDP(sport=48865, dport=AGG_UDP_PORT) / payload)
+
+
+_AGG = "RailIngress.aggregate."
+RAIL_AGGREGATE = Program(
+    "rail_switch_aggregate", artifact="rail_switch", home=0,
+    rules=tuple(
+        Rule(_AGG + "agg_workers", {"hdr.agg.job": "7", "hdr.ipv4.src_addr": f"10.0.0.{w + 1}"}, _AGG + "set_worker",
+             {"worker_bit": 1 << w, "workers": 3, "pool_base": 8, "pool_size": 4, "mgid": 0x4007, "epoch": 5})
+        for w in range(3)) + tuple(
+        Rule("RailEgress.aggregate_result.agg_result", {"hdr.agg.job": "7", "standard_metadata.egress_rid": str(w + 1)},
+             "RailEgress.aggregate_result.to_worker", {"dmac": f"02:00:00:00:00:{w + 1:02x}", "addr": f"10.0.0.{w + 1}"})
+        for w in range(3)),
+    multicast=((0x4007, ((1, 1), (2, 2), (3, 3))),),
+    packets=(
+        ("w0-first-absorbed", 1, agg_frame(0, 0, (1, -2, 3, 0x7FFFFFFF), exponent=130)),
+        ("w1-adds-absorbed", 2, agg_frame(1, 0, (10, -20, 30, 1), exponent=140)),
+        ("w0-duplicate-of-incomplete-dropped", 1, agg_frame(0, 0, (1, -2, 3, 0x7FFFFFFF), exponent=130)),
+        ("w2-completes-multicast", 3, agg_frame(2, 0, (100, -200, 300, 0), exponent=120)),
+        ("w1-duplicate-answered-from-set", 2, agg_frame(1, 0, (10, -20, 30, 1), exponent=140)),
+        ("w0-next-round-other-set-absorbed", 1, agg_frame(0, 0, (5,), flags=1)),
+        ("w2-late-duplicate-still-answered", 3, agg_frame(2, 0, (100, -200, 300, 0), exponent=120)),
+        ("slot-outside-pool-dropped", 1, agg_frame(0, 4, (1,))),
+        ("unknown-job-dropped", 1, agg_frame(0, 0, (1,), job=9)),
+        ("unknown-worker-dropped", 1, agg_frame(0, 0, (1,), src="10.0.0.9")),
+        ("w1-second-slot-absorbed", 2, agg_frame(1, 3, (7,) * 64)),
+    ),
+)
+
 _OCS_FRAMES = (
     ("p1-to-p2", 1, bytes(range(64))),
     ("p2-to-p1-full-size", 2, (bytes(range(256)) * 6)[:1514]),
@@ -523,6 +564,6 @@ TOR_TDN_NOTIFY = Program("tor_switch_tdn_notify", artifact="tor_switch", home=0,
 ))
 
 PROGRAMS = (ARITH, MATCHING, PARSING, REPLICATION, HASHING, STATEFUL, SELECTORS, SELECTORS_ONESHOT, VARBIT,
-            DIRECT_METER, RAIL_MIRROR, OCS_PINNED, OCS_CLOCKED, OCS_NIGHT, OCS_FLIPPED, TOR_TIMEFLOW,
+            DIRECT_METER, RAIL_MIRROR, RAIL_AGGREGATE, OCS_PINNED, OCS_CLOCKED, OCS_NIGHT, OCS_FLIPPED, TOR_TIMEFLOW,
             TOR_BEFORE_EPOCH, TOR_BEFORE_EPOCH_NO_HOLD, TOR_CUT_PASSED, TOR_CUT_AHEAD, TOR_FLIPPED,
             TOR_TDN_NOTIFY)
