@@ -8,8 +8,21 @@ from dataclasses import dataclass, field
 
 from workloads.errors import ProtocolError
 
-__all__ = ["AGG_UDP_PORT", "FLAG_RESULT", "FLAG_RETRANSMIT", "FLAG_SET", "HEADER_BYTES", "LANES",
-           "PAYLOAD_BYTES", "Chunk", "decode", "encode", "service_address"]
+__all__ = [
+    "AGG_UDP_PORT",
+    "EXPONENT_BIAS",
+    "FLAG_RESULT",
+    "FLAG_RETRANSMIT",
+    "FLAG_SET",
+    "FRAME_BYTES",
+    "HEADER_BYTES",
+    "LANES",
+    "PAYLOAD_BYTES",
+    "Chunk",
+    "decode",
+    "encode",
+    "service_address",
+]
 
 AGG_UDP_PORT = 48864
 LANES = 64
