@@ -7,6 +7,7 @@ for its frame tags). Functions that time themselves return ``{phase name: second
   (possibly with PXN relays), in place.
 - :func:`hier_allreduce`: reduce-scatter inside the server, ring all-reduce of the shard
   along the rail, all-gather inside the server.
+- :func:`innet_allreduce`: the same with the rail step aggregated in the rail's switch.
 - :func:`rings_allreduce`: one all-reduce split over several rings at once (mutable).
 - :func:`transfers`: point-to-point sends and receives, all at once.
 - :func:`alltoall`: executes an :class:`AlltoallPlan` (direct, or hierarchical rail-only).
@@ -20,6 +21,7 @@ import time
 
 import numpy as np
 
+from workloads.aggregation.client import SwitchAllreduce
 from workloads.checkmate.capture_plan import CapturePlan
 from workloads.plan import (
     AlltoallPlan,
@@ -35,6 +37,7 @@ __all__ = [
     "barrier",
     "chunk_bounds",
     "hier_allreduce",
+    "innet_allreduce",
     "ring_allgather",
     "ring_allreduce",
     "ring_reduce_scatter",
@@ -142,6 +145,28 @@ def hier_allreduce(mesh: Mesh, buf: np.ndarray) -> Timings:
     t2 = time.perf_counter()
     ring_allgather(mesh, intra, buf, shards)
     return {"intra_reduce_scatter": t1 - t0, "rail_allreduce": t2 - t1,
+            "intra_allgather": time.perf_counter() - t2}
+
+
+def innet_allreduce(mesh: Mesh, switch: SwitchAllreduce, buf: np.ndarray) -> Timings:
+    """:func:`hier_allreduce` with the rail step aggregated in the rail's switch: GPU
+    ``(d, r)`` sends shard ``r`` (summed over server ``d``) to rail ``r``'s switch, which adds
+    the servers' shards and multicasts the sum back (in-network aggregation). On one GPU per
+    server, the intra-server steps are empty and this is the flat in-network all-reduce.
+    Phases: ``intra_reduce_scatter``, ``rail_aggregate``, ``intra_allgather``.
+    """
+    layout, me = mesh.layout, mesh.me
+    intra = group_ring(layout.server_group(me.server))
+    shards = chunk_bounds(len(buf), layout.rails)
+    t0 = time.perf_counter()
+    ring_reduce_scatter(mesh, intra, buf, shards)
+    t1 = time.perf_counter()
+    a, b = shards[me.rail]
+    summed, _ = switch.allreduce_float(buf[a:b])
+    buf[a:b] = summed
+    t2 = time.perf_counter()
+    ring_allgather(mesh, intra, buf, shards)
+    return {"intra_reduce_scatter": t1 - t0, "rail_aggregate": t2 - t1,
             "intra_allgather": time.perf_counter() - t2}
 
 

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from workloads.collectives import alltoall, barrier, hier_allreduce, ring_allreduce
+from workloads.aggregation.client import AggregationConfig, SwitchAllreduce
+from workloads.aggregation.wire import service_address
+from workloads.collectives import alltoall, barrier, hier_allreduce, innet_allreduce, ring_allreduce
 from workloads.errors import CommandError, PlanError, VerificationError, WorkloadError
 from workloads.plan import (
     ALLTOALL_SCHEDULES,
@@ -99,6 +101,9 @@ class Executor:
     def __init__(self, mesh: Mesh) -> None:
         self.mesh = mesh
         self._trainer: Any = None  # workloads.checkmate.trainer.Trainer, made by ckpt_train
+        self._agg: tuple[tuple[int, int, int], SwitchAllreduce] | None = None  # made by innet_allreduce
+        #: the last innet_allreduce's packets: sent, received, retransmitted...
+        self.aggregation: dict[str, int] | None = None
         self.layout, self.me = mesh.layout, mesh.me
         self._rings = {kind: ring_plan(self.layout, kind) for kind in RING_KINDS}
         self._a2a = {(kind, schedule): alltoall_plan(self.layout, kind, schedule)
@@ -129,6 +134,8 @@ class Executor:
                 for name, seconds in run().items():
                     result["phases"][name] = result["phases"].get(name, 0.0) + seconds
             result["seconds"] = time.perf_counter() - t0
+            if cmd.op == "innet_allreduce":
+                result["aggregation"] = self.aggregation
             if cmd.verify:
                 for _, _, check in steps:
                     check()
@@ -167,6 +174,8 @@ class Executor:
     def close(self) -> None:
         if self._trainer is not None:
             self._trainer.close()
+        if self._agg is not None:
+            self._agg[1].close()
 
     def _check_fabric(self, op: str, legs: set[tuple[int, int]]) -> None:
         """On a rail mesh, refuse cross-rail legs. Every rank checks the whole job's legs, so
@@ -193,6 +202,29 @@ class Executor:
         buf = allreduce_input(self.me.rank, n)
         return (set(), lambda: _prefixed(prefix, hier_allreduce(self.mesh, buf)),  # local and rail legs only
                 lambda: check_allreduce(buf, tuple(range(self.layout.world)), prefix or "hier_allreduce"))
+
+    def _innet(self, n: int, job: Mapping[str, Any]) -> _Step:
+        """hier_allreduce with each rail's step aggregated by the rail's switch."""
+        buf = allreduce_input(self.me.rank, n)
+        agg = self._aggregator(job)
+        before = agg.stats.as_dict()
+
+        def run() -> Timings:
+            phases = innet_allreduce(self.mesh, agg, buf)
+            self.aggregation = {k: v - before[k] for k, v in agg.stats.as_dict().items()}
+            return phases
+
+        return (set(), run, lambda: check_allreduce(buf, tuple(range(self.layout.world)), "innet_allreduce"))
+
+    def _aggregator(self, job: Mapping[str, Any]) -> SwitchAllreduce:
+        """One client per job for the worker's life: a slot's set alternates across calls."""
+        key = (job["job"], job["slots"], job["port"])
+        if self._agg is None or self._agg[0] != key:
+            if self._agg is not None:
+                self._agg[1].close()
+            config = AggregationConfig(job=job["job"], slots=job["slots"], port=job["port"])
+            self._agg = (key, SwitchAllreduce(self.me.ip, service_address(self.me.rail), config))
+        return self._agg[1]
 
     def _group(self, n: int, members: tuple[int, ...], name: str) -> _Step:
         """A ring all-reduce inside one server or one rail: local or rail legs only."""
@@ -230,6 +262,9 @@ class Executor:
             return [self._ring(n, cmd.ring)], 4 * n
         if cmd.op == "hier_allreduce":
             return [self._hier(n)], 4 * n
+        if cmd.op == "innet_allreduce":
+            assert cmd.aggregation is not None
+            return [self._innet(n, cmd.aggregation)], 4 * n
         if cmd.op in ("alltoall", "hier_alltoall"):
             step, used = self._alltoall(cmd.bytes, "direct" if cmd.op == "alltoall" else "hier", cmd.schedule, "")
             return [step], used

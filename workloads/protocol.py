@@ -19,6 +19,8 @@ Driver -> worker, one JSON object a line::
                             # (workloads.checkmate.training.TrainingConfig)
      "step": {...},         # job_step only: compute, model-parallel transfers, all-reduces
                             # over several rings (workloads.job_step)
+     "aggregation": {"job": J, "slots": S, "port": P},  # innet_allreduce only: the job as
+                            # `mlfabric aggregate add` installed it (workloads.aggregation)
      "verify": true,        # check the result against the deterministic inputs
      "seq": S}              # optional, echoed: lets the driver drop stale results
 
@@ -51,7 +53,8 @@ from workloads.plan import ALLTOALL_SCHEDULES, RING_KINDS
 __all__ = ["OPS", "Command", "Parallelism", "error_result", "parse_command", "parse_ready",
            "ready_line"]
 
-OPS = ("allreduce", "hier_allreduce", "alltoall", "hier_alltoall", "train_step", "ckpt_train", "job_step", "quit")
+OPS = ("allreduce", "hier_allreduce", "innet_allreduce", "alltoall", "hier_alltoall", "train_step", "ckpt_train",
+       "job_step", "quit")
 DP_OPS = ("allreduce", "hier_allreduce", "rail_allreduce")
 MOE_OPS = ("alltoall", "hier_alltoall")
 _PAR_KEYS = ("dp_allreduce", "ring", "tp_bytes", "moe_bytes", "moe_alltoall", "moe_count")
@@ -118,11 +121,11 @@ class Command:
     """One parsed command line.
 
     >>> parse_command('{"op": "allreduce", "bytes": 1024, "iter": 3}')
-    Command(op='allreduce', bytes=1024, iter=3, ring='pxn', schedule='pairwise', compute_s=0.0, parallelism=Parallelism(dp_allreduce='hier_allreduce', ring='pxn', tp_bytes=0, moe_bytes=0, moe_alltoall='hier_alltoall', moe_count=1), verify=True, seq=None, training=None, step=None)
+    Command(op='allreduce', bytes=1024, iter=3, ring='pxn', schedule='pairwise', compute_s=0.0, parallelism=Parallelism(dp_allreduce='hier_allreduce', ring='pxn', tp_bytes=0, moe_bytes=0, moe_alltoall='hier_alltoall', moe_count=1), verify=True, seq=None, training=None, step=None, aggregation=None)
     >>> parse_command({"op": "alltoall", "colour": 1})
     Traceback (most recent call last):
     ...
-    workloads.errors.CommandError: unknown key 'colour' (known: bytes, compute_s, iter, op, parallelism, ring, schedule, seq, step, training, verify)
+    workloads.errors.CommandError: unknown key 'colour' (known: aggregation, bytes, compute_s, iter, op, parallelism, ring, schedule, seq, step, training, verify)
     """
 
     op: str
@@ -140,6 +143,8 @@ class Command:
     training: Mapping[str, Any] | None = None
     #: job_step only: the iteration (:mod:`workloads.job_step`), checked by the executor
     step: Mapping[str, Any] | None = None
+    #: innet_allreduce only: {"job", "slots", "port"} of the installed aggregation job
+    aggregation: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"op": self.op, "bytes": self.bytes, "iter": self.iter}
@@ -154,6 +159,8 @@ class Command:
             out["training"] = dict(self.training)
         if self.step is not None:
             out["step"] = dict(self.step)
+        if self.aggregation is not None:
+            out["aggregation"] = dict(self.aggregation)
         out["verify"] = self.verify
         if self.seq is not None:
             out["seq"] = self.seq
@@ -172,7 +179,7 @@ def parse_command(line: str | Mapping[str, Any]) -> Command:
     if not isinstance(obj, Mapping):
         raise CommandError(f"a command is a JSON object (got {obj!r})")
     _unknown(obj, {"op", "bytes", "iter", "ring", "schedule", "compute_s", "parallelism", "verify", "seq", "training",
-                   "step"}, "")
+                   "step", "aggregation"}, "")
     op = _choice(obj, "op", "", OPS)
     compute = obj.get("compute_s", 0.0)
     if isinstance(compute, bool) or not isinstance(compute, int | float) or compute < 0:
@@ -187,7 +194,14 @@ def parse_command(line: str | Mapping[str, Any]) -> Command:
     step = obj.get("step")
     if (op == "job_step") != isinstance(step, Mapping):
         raise CommandError(f"step: an object for job_step, and only for it (got {step!r})")
-    return Command(training=training, step=step, op=op, bytes=_int(obj, "bytes", 0), iter=_int(obj, "iter", 0, minimum=None),
+    aggregation = obj.get("aggregation")
+    if (op == "innet_allreduce") != isinstance(aggregation, Mapping):
+        raise CommandError(f"aggregation: an object for innet_allreduce, and only for it (got {aggregation!r})")
+    if aggregation is not None:
+        _unknown(aggregation, ("job", "slots", "port"), "aggregation: ")
+        aggregation = {"job": _int(aggregation, "job", 0, minimum=1), "slots": _int(aggregation, "slots", 64, minimum=1),
+                       "port": _int(aggregation, "port", 48865, minimum=1)}
+    return Command(training=training, step=step, aggregation=aggregation, op=op, bytes=_int(obj, "bytes", 0), iter=_int(obj, "iter", 0, minimum=None),
                    ring=_choice(obj, "ring", "pxn", RING_KINDS),
                    schedule=_choice(obj, "schedule", "pairwise", ALLTOALL_SCHEDULES), compute_s=float(compute),
                    parallelism=Parallelism.from_dict(obj.get("parallelism", {})), verify=verify, seq=seq)
