@@ -284,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     fs.set_defaults(func=_fabric_status)
 
     from controller.cli import (
+        aggregate_cmds,
         debug_cmds,
         device_cmds,
         host_cmds,
@@ -299,6 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     rules_cmds.register(sub)
     device_cmds.register(sub)
     mirror_cmds.register(sub)
+    aggregate_cmds.register(sub)
     schedule_cmds.register(sub)
     reconfigure_cmds.register(sub)
     host_cmds.register(sub)
@@ -312,7 +314,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # `kill -USR1 PID` prints every thread's stack to stderr: what a run that seems stuck is doing
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # (not where stderr is no file, as when a test captures it)
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     logging.basicConfig(
         level=logging.WARNING - 10 * min(args.verbose, 2),
         format="%(levelname)s %(name)s: %(message)s",
