@@ -10,7 +10,7 @@ ENGINE ?= $(or $(MLFABRIC_ENGINE),auto)
 export MLFABRIC_ENGINE := $(ENGINE)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run run-smoke run-rail-only run-checkmate run-rotor run-tdtcp run-topoopt run-collectives model-rail-only test test-unit test-target test-emulation p4 bench p4c-samples lint typecheck docs doctor clean-net clean
+.PHONY: help setup run run-smoke run-rail-only run-checkmate run-rotor run-tdtcp run-topoopt run-collectives run-aggregation model-rail-only test test-unit test-target test-emulation p4 bench p4c-samples lint typecheck docs doctor clean-net clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -39,6 +39,9 @@ run-topoopt: setup ## TopoOpt co-optimized vs TotientPerms only and fat-trees of
 
 run-collectives: setup ## Open MPI's allreduce and all-to-all (default and forced ring) vs mlfabric's collectives and the model, rail-only and fat-tree
 	@$(MLFABRIC) experiment run collectives --target $(TARGET) $(EXPERIMENT_ARGS)
+
+run-aggregation: setup ## in-network aggregation (SwitchML) in the rail switches vs the ring and hierarchical all-reduce, rail-only and fat-tree, with loss
+	@$(MLFABRIC) experiment run aggregation --target $(TARGET) $(EXPERIMENT_ARGS)
 
 model-rail-only: setup ## the analytical cost/power and iteration-time model: tables and plots in results/
 	@$(MLFABRIC) experiment model rail-only

@@ -42,6 +42,7 @@ from controller.schedule.model import Schedule
 from controller.topology import dump_topology, require_valid
 from controller.topology.generators import switch_mac
 from controller.topology.model import ETHERNET_MTU, Topology
+from workloads.aggregation.wire import service_address
 
 __all__ = ["EmulatedFabric", "FabricTimings", "check_free", "switch_intf_name"]
 
@@ -298,12 +299,29 @@ class EmulatedFabric:
                          f"ip addr add {nic.ip} dev {intf}", f"ip link set {intf} up"]
                 arp += [(ip, mac, intf) for other, ip, mac in by_rail.get(nic.rail, []) if other != h.name]
             cmds += prepare_commands((_intf_name(h.name, n.name) for n in h.nics), frame_skbs=self.frame_skbs)
-            cmds += static_arp_commands(arp)
+            cmds += static_arp_commands(arp + self._service_neighbours(h))
             if self.source_routing:
                 cmds += self._rail_source_routes(h)
             if topo.kind == "topoopt":  # host-based forwarding over the one-way circuits
                 cmds += topoopt_host_commands[h.name]
             run_batch(node, cmds)
+
+    def _service_neighbours(self, host) -> list[tuple[str, str, str]]:
+        """Each rail NIC's switch-side address (10.R.255.254, the rail's gateway and its
+        in-network aggregation service) at the MAC of the switch port the NIC is cabled to."""
+        out: list[tuple[str, str, str]] = []
+        if self.topo.kind not in ("rail-only", "rail-fat-tree"):
+            return out
+        for nic in host.nics:
+            if nic.rail is None or nic.rail > 255:
+                continue
+            ends = [lk for lk in self.topo.links_of(host.name) if str(lk.end(host.name).port) == nic.name]
+            if len(ends) != 1 or not self.topo.is_switch(ends[0].other(host.name).node):
+                continue
+            peer = ends[0].other(host.name)
+            out.append((service_address(nic.rail), switch_mac(self.topo.switch(peer.node).device_id, int(peer.port)),
+                        _intf_name(host.name, nic.name)))
+        return out
 
     def _rail_source_routes(self, host) -> list[str]:
         """Traffic sourced from NIC r leaves through NIC r, via the switch on its link."""

@@ -224,6 +224,7 @@ class Executor:
                 self._agg[1].close()
             config = AggregationConfig(job=job["job"], slots=job["slots"], port=job["port"])
             self._agg = (key, SwitchAllreduce(self.me.ip, service_address(self.me.rail), config))
+        self._agg[1].drop_every = job["drop_every"]
         return self._agg[1]
 
     def _group(self, n: int, members: tuple[int, ...], name: str) -> _Step:

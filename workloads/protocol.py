@@ -19,8 +19,9 @@ Driver -> worker, one JSON object a line::
                             # (workloads.checkmate.training.TrainingConfig)
      "step": {...},         # job_step only: compute, model-parallel transfers, all-reduces
                             # over several rings (workloads.job_step)
-     "aggregation": {"job": J, "slots": S, "port": P},  # innet_allreduce only: the job as
-                            # `mlfabric aggregate add` installed it (workloads.aggregation)
+     "aggregation": {"job": J, "slots": S, "port": P, "drop_every": N},  # innet_allreduce only:
+                            # the job as `mlfabric aggregate add` installed it, and the loss
+                            # at the worker's NIC (workloads.aggregation)
      "verify": true,        # check the result against the deterministic inputs
      "seq": S}              # optional, echoed: lets the driver drop stale results
 
@@ -143,7 +144,7 @@ class Command:
     training: Mapping[str, Any] | None = None
     #: job_step only: the iteration (:mod:`workloads.job_step`), checked by the executor
     step: Mapping[str, Any] | None = None
-    #: innet_allreduce only: {"job", "slots", "port"} of the installed aggregation job
+    #: innet_allreduce only: {"job", "slots", "port", "drop_every"} of the installed aggregation job
     aggregation: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -198,9 +199,10 @@ def parse_command(line: str | Mapping[str, Any]) -> Command:
     if (op == "innet_allreduce") != isinstance(aggregation, Mapping):
         raise CommandError(f"aggregation: an object for innet_allreduce, and only for it (got {aggregation!r})")
     if aggregation is not None:
-        _unknown(aggregation, ("job", "slots", "port"), "aggregation: ")
+        _unknown(aggregation, ("job", "slots", "port", "drop_every"), "aggregation: ")
         aggregation = {"job": _int(aggregation, "job", 0, minimum=1), "slots": _int(aggregation, "slots", 64, minimum=1),
-                       "port": _int(aggregation, "port", 48865, minimum=1)}
+                       "port": _int(aggregation, "port", 48865, minimum=1),
+                       "drop_every": _int(aggregation, "drop_every", 0)}
     return Command(training=training, step=step, aggregation=aggregation, op=op, bytes=_int(obj, "bytes", 0), iter=_int(obj, "iter", 0, minimum=None),
                    ring=_choice(obj, "ring", "pxn", RING_KINDS),
                    schedule=_choice(obj, "schedule", "pairwise", ALLTOALL_SCHEDULES), compute_s=float(compute),

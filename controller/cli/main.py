@@ -95,7 +95,7 @@ def _passed_on(rest: list[str]) -> list[str]:
 
 EXPERIMENT_MODULES = {"rail-only": "rail_experiment", "checkmate": "checkmate_experiment",
                       "rotor": "rotor_experiment", "tdtcp": "tdtcp_experiment", "topoopt": "topoopt_experiment",
-                      "collectives": "collectives_experiment"}
+                      "collectives": "collectives_experiment", "aggregation": "aggregation_experiment"}
 
 
 def _experiment(args: argparse.Namespace) -> int:

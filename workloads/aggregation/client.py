@@ -5,9 +5,9 @@ Chunk ``k`` uses slot ``k % slots``; a slot's next chunk goes out when its resul
 in the slot's other set (SwitchML's rule, which keeps the last result readable for the
 workers that lost it). A chunk whose result does not come back within the retransmission
 timeout is sent again as it was: the switch answers a duplicate from the completed set, or
-drops it while the round is still filling, and never adds it twice. The timeout follows the
-measured round trips (Karn's rule: no sample from a retransmitted chunk), doubling on each
-expiry up to ``max_rto_s``.
+drops it while the round is still filling, and never adds it twice. The timeout is TCP's
+(RFC 6298: smoothed round trip plus four deviations, ``max_rto_s`` until the first sample,
+no sample from a retransmitted chunk), doubling on each expiry up to ``max_rto_s``.
 """
 
 from __future__ import annotations
@@ -56,15 +56,22 @@ class AggregationConfig:
     job: int
     slots: int = 64
     port: int = 48865
-    min_rto_s: float = 0.02
+    #: TCP's floor: a window's last chunk waits for the whole window to drain at every worker, which a
+    #: single round trip (the exponent's) does not show; 200 ms covers a 64-slot window down to 1 Mbit/s
+    min_rto_s: float = 0.2
     max_rto_s: float = 1.0
     give_up_s: float = 30.0
+    #: lose every Nth packet this worker sends and every Nth it receives (0: none): loss at
+    #: the worker's NIC, where the emulation has no netem or iptables to lose it on the link
+    drop_every: int = 0
 
     def __post_init__(self) -> None:
         if not 1 <= self.job <= 255:
             raise ConfigError("aggregation", "job", self.job, "must be 1..255")
         if not 1 <= self.slots <= 1024:
             raise ConfigError("aggregation", "slots", self.slots, "must be 1..1024")
+        if self.drop_every < 0 or self.drop_every == 1:
+            raise ConfigError("aggregation", "drop_every", self.drop_every, "must be 0 (no loss) or at least 2")
         if not 0 < self.min_rto_s <= self.max_rto_s:
             raise ConfigError("aggregation", "min_rto_s", (self.min_rto_s, self.max_rto_s),
                               "need 0 < min_rto_s <= max_rto_s")
@@ -79,6 +86,7 @@ class TransferStats:
     retransmitted: int = 0
     answered_duplicates: int = 0  # results the switch sent again from a completed set
     stale: int = 0  # results for a chunk already done
+    lost: int = 0  # packets lost on purpose (AggregationConfig.drop_every)
     rtt_samples: list[float] = field(default_factory=list)
 
     @property
@@ -91,7 +99,7 @@ class TransferStats:
 
     def as_dict(self) -> dict[str, int]:
         return {"packets_sent": self.sent, "packets_received": self.received, "retransmitted": self.retransmitted,
-                "answered_duplicates": self.answered_duplicates, "stale_results": self.stale,
+                "answered_duplicates": self.answered_duplicates, "stale_results": self.stale, "lost": self.lost,
                 "bytes_sent": self.bytes_sent, "bytes_received": self.bytes_received}
 
 
@@ -105,8 +113,12 @@ class SwitchAllreduce:
         self.service = service
         self.stats = TransferStats()
         self._sets = np.zeros(config.slots, dtype=np.uint8)
-        self._rto = 4 * config.min_rto_s
+        self._rto = config.max_rto_s  # RFC 6298's conservative start, until the first sample
         self._srtt: float | None = None
+        self._rttvar = 0.0
+        self._sends = self._receives = 0
+        #: the loss at this worker's NIC, changeable between calls (the slots' sets stay)
+        self.drop_every = config.drop_every
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
             self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
@@ -163,15 +175,14 @@ class SwitchAllreduce:
             flags = int(self._sets[slot]) & FLAG_SET
             payload = _HEADER.pack(cfg.job, flags, slot, k * LANES, exponent, 0, 0, 0) + \
                 padded[k * LANES:(k + 1) * LANES].tobytes()
-            self._sock.send(payload)
-            self.stats.sent += 1
+            self._send(payload)
             in_flight[slot] = [k, payload, time.monotonic(), False]
 
         for k in range(min(cfg.slots, chunks)):
             send(k)
         while done < chunks:
             now = time.monotonic()
-            deadline = min(entry[2] for entry in in_flight.values()) + self._rto
+            deadline = next(iter(in_flight.values()))[2] + self._rto  # kept in the order they were sent
             if deadline <= now:
                 self._retransmit(in_flight, now)
                 if now - last_progress > cfg.give_up_s:
@@ -185,7 +196,7 @@ class SwitchAllreduce:
                 payload = self._sock.recv(PAYLOAD_BYTES + 64)
             except TimeoutError:
                 continue
-            if len(payload) != PAYLOAD_BYTES:
+            if len(payload) != PAYLOAD_BYTES or self._lose_received():
                 continue
             job, flags, slot, offset, result_exponent, result_workers, _, _ = _HEADER.unpack_from(payload)
             entry = in_flight.get(slot)
@@ -211,16 +222,38 @@ class SwitchAllreduce:
         return out[:n], max_exponent, workers
 
     def _retransmit(self, in_flight: dict[int, list], now: float) -> None:
-        for entry in in_flight.values():
-            if entry[2] + self._rto <= now:
-                self._sock.send(entry[1])
-                self.stats.sent += 1
-                self.stats.retransmitted += 1
-                entry[2], entry[3] = now, True
+        expired = [slot for slot, entry in in_flight.items() if entry[2] + self._rto <= now]
+        for slot in expired:
+            entry = in_flight.pop(slot)
+            self._send(entry[1])
+            self.stats.retransmitted += 1
+            entry[2], entry[3] = now, True
+            in_flight[slot] = entry  # last: the oldest send stays first
         self._rto = min(2 * self._rto, self.config.max_rto_s)
+
+    def _send(self, payload: bytes) -> None:
+        self._sends += 1
+        self.stats.sent += 1
+        every = self.drop_every
+        if every and self._sends % every == 0:
+            self.stats.lost += 1
+            return
+        self._sock.send(payload)
+
+    def _lose_received(self) -> bool:
+        self._receives += 1
+        every = self.drop_every
+        if every and self._receives % every == 0:
+            self.stats.lost += 1
+            return True
+        return False
 
     def _sample(self, rtt: float) -> None:
         if len(self.stats.rtt_samples) < 100_000:
             self.stats.rtt_samples.append(rtt)
-        self._srtt = rtt if self._srtt is None else 0.875 * self._srtt + 0.125 * rtt
-        self._rto = min(max(3 * self._srtt, self.config.min_rto_s), self.config.max_rto_s)
+        if self._srtt is None:
+            self._srtt, self._rttvar = rtt, rtt / 2
+        else:
+            self._rttvar = 0.75 * self._rttvar + 0.25 * abs(self._srtt - rtt)
+            self._srtt = 0.875 * self._srtt + 0.125 * rtt
+        self._rto = min(max(self._srtt + 4 * self._rttvar, self.config.min_rto_s), self.config.max_rto_s)

@@ -1,0 +1,232 @@
+"""``mlfabric experiment run aggregation``: in-network aggregation (SwitchML) against the ring
+and the hierarchical all-reduce, on rail-only and its rail-optimized fat-tree.
+
+For each fabric: build it, install the aggregation job (every GPU a worker, each rail's
+group summed in the switch its NICs reach: the rail switch, or the fat-tree's leaf), start
+one worker per GPU, then per repetition all-reduce each size three ways: ``allreduce`` (the
+flat ring), ``hier_allreduce`` (a ring along each rail) and ``innet_allreduce`` (each rail's
+step through its switch). Every result is checked exactly. Each all-reduce is measured by
+the shared CPU monitors and the switches' per-port counters (what each GPU's NIC sent).
+Results: iterations.csv, summary.json, table.txt and aggregation.png in one folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import time
+from pathlib import Path
+
+from cpu_sampler import CpuSampler, fabric_cpu_sampler
+from fabric_net import EmulatedFabric, check_free
+from fabric_workers import prepare_hosts, workers
+from switch_engines import engines_text, fabric_engines
+
+from controller.aggregate import install_aggregation
+from controller.errors import MlfabricError
+from controller.experiments.aggregation import LOSSY, AggregationSettings, aggregation_job
+from controller.experiments.aggregation_report import plot_aggregation, report
+from controller.experiments.cpu_use import breakdown_row, cpu_row
+from controller.experiments.fidelity import breaches
+from controller.experiments.options import UNDECIDED_EXIT, add_common_options, experiment_parser
+from controller.experiments.rail_only import ExperimentConfig, fabrics_for
+from controller.experiments.results import (
+    config_json,
+    new_results_dir,
+    run_each_fabric,
+    write_csv,
+    write_json,
+)
+from controller.p4build import pipeline_files
+from controller.p4runtime.client import P4RuntimeClient
+from controller.p4runtime.schema import P4Schema
+from controller.topology.model import Topology
+
+FABRICS = ("rail-only", "fat-tree")
+
+
+def _say(msg: str) -> None:
+    print(f"[aggregation] {msg}", flush=True)
+
+
+class NicMeter:
+    """Bytes each GPU's NIC sent into its switch, from rail_switch's per-port rx counters
+    (read as a backup controller, one connection per switch with GPUs on it)."""
+
+    def __init__(self, live: Topology) -> None:
+        schema = P4Schema.from_file(pipeline_files("rail_switch").p4info)
+        self.counter_id = schema.counter("port_rx").id
+        self.ports: dict[str, tuple[P4RuntimeClient, list[int]]] = {}
+        for sw in live.switches:
+            ports = [p for p, peer in live.switch_ports(sw.name).items() if not live.is_switch(peer.node)]
+            if ports and sw.grpc:
+                client = P4RuntimeClient(sw.grpc, device_id=sw.device_id, election_id=0).connect()
+                self.ports[sw.name] = (client, sorted(ports))
+
+    def read(self) -> dict[tuple[str, int], int]:
+        out = {}
+        for name, (client, ports) in self.ports.items():
+            cells = {e.index.index: e.data.byte_count for e in client.read_counter(self.counter_id)}
+            out.update({(name, p): cells.get(p, 0) for p in ports})
+        return out
+
+    @staticmethod
+    def sent(before: dict[tuple[str, int], int], after: dict[tuple[str, int], int]) -> tuple[float, int]:
+        """The mean and the largest bytes one GPU's NIC sent between two reads."""
+        deltas = [after[k] - before[k] for k in after]
+        return (sum(deltas) / len(deltas), max(deltas)) if deltas else (0.0, 0)
+
+    def close(self) -> None:
+        for client, _ in self.ports.values():
+            client.close()
+
+
+def _commands(settings: AggregationSettings, it: int) -> list[dict]:
+    """Each size's all-reduces; a lossy in-network one is labelled ``innet_allreduce_lossy``
+    in the rows (its workers run ``innet_allreduce`` with ``drop_every``)."""
+    out = []
+    for kb in settings.sizes_kb:
+        for op in settings.ops:
+            job = {"job": settings.job, "slots": settings.slots, "port": 48865,
+                   "drop_every": settings.loss_every if op == LOSSY else 0}
+            out.append({"op": "innet_allreduce" if op == LOSSY else op, "bytes": kb * 1024, "iter": it,
+                        **({"ring": "pxn"} if op == "allreduce" else {}),
+                        **({"aggregation": job} if op in ("innet_allreduce", LOSSY) else {})})
+    return out
+
+
+def _label(cmd: dict) -> str:
+    return LOSSY if (cmd.get("aggregation") or {}).get("drop_every") else cmd["op"]
+
+
+def _row(fabric: str, cmd: dict, results: list[dict], nic_bytes: float, busiest: int) -> dict:
+    ok = bool(results) and all(r.get("ok") for r in results)
+    errors = sorted({r["error"] for r in results if r.get("error")})
+    agg: dict[str, int] = {}
+    for r in results:
+        for k, v in (r.get("aggregation") or {}).items():
+            agg[k] = agg.get(k, 0) + int(v)
+    return {"fabric": fabric, "op": _label(cmd), "kb": cmd["bytes"] // 1024, "iter": cmd["iter"], "ok": ok,
+            "seconds": max((r.get("seconds") or 0.0) for r in results) if results else float("nan"),
+            "nic_bytes": nic_bytes, "busiest_nic_bytes": busiest, "aggregation": agg or None, "error": "; ".join(errors)}
+
+
+def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, settings: AggregationSettings, workdir: Path,
+               rows: list[dict]) -> dict:
+    info: dict = {}
+    _say(f"{fabric}: building {len(topo.switches)} switches, {len(topo.hosts)} servers ({cfg.target} target)")
+    with EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, source_routing=(fabric == "fat-tree"),
+                        log_dir=workdir / "logs" / fabric) as fab:
+        assert fab.live is not None
+        info["bring_up_s"] = round(fab.timings.bring_up_s, 2)
+        program = install_aggregation(fab.live, aggregation_job(topo, settings))
+        info["aggregation"] = {s.switch: {"pool": [s.pool_base, s.pool_size], "workers": len(s.replicas)}
+                               for s in program.switches}
+        _say(f"{fabric}: up in {fab.timings.bring_up_s:.1f} s; aggregation job {settings.job} on "
+             + ", ".join(f"{s.switch} ({len(s.replicas)} workers)" for s in program.switches))
+        prepare_hosts(fab, topo, cfg)
+        names = [s.name for s in topo.switches]
+        info["engines"] = fabric_engines(cfg.target, fab.log_dir, names)
+        _say(f"{fabric}: switches run the {engines_text(info['engines'])}")
+        cpu = fabric_cpu_sampler(fab, names)
+        meter = NicMeter(fab.live)
+        with contextlib.ExitStack() as stack, workers(fab, topo, cfg, fabric, workdir) as group:
+            stack.callback(meter.close)
+            workers_cpu = CpuSampler(group.pids)
+            for warm in range(cfg.warmup):
+                failed = sorted({r["error"] for cmd in _commands(settings, -1 - warm)
+                                 for r in group.run(cmd, timeout=cfg.timeout_s) if not r.get("ok")})
+                _say(f"{fabric}: warm-up {warm + 1} of {cfg.warmup} done (not recorded)"
+                     + (f"; it failed: {'; '.join(failed)}" if failed else ""))
+            for it in range(cfg.iterations):
+                for cmd in _commands(settings, it):
+                    t0 = time.monotonic()
+                    before = meter.read()
+                    with cpu.measure() as used, workers_cpu.measure() as by_workers:
+                        results = group.run(cmd, timeout=cfg.timeout_s)
+                    sent, busiest = meter.sent(before, meter.read())
+                    row = {**_row(fabric, cmd, results, sent, busiest), **cpu_row(used[0]),
+                           **breakdown_row(used[0], by_workers[0])}
+                    rows.append(row)
+                    status = f"{row['seconds']:.3f} s" if row["ok"] else f"FAILED ({row['error']})"
+                    held = "; ".join(b.text() for b in breaches(row))
+                    _say(f"{fabric}: rep {it} {row['op']:<21} {row['kb']:>5} KiB {status}, busiest NIC sent "
+                         f"{busiest / 1024:.0f} KiB [{time.monotonic() - t0:.1f} s wall; {used[0].text()}]"
+                         + (f"  OVER A FIDELITY LIMIT: {held}" if held else ""))
+    info["teardown_s"] = round(fab.timings.teardown_s, 2)
+    return info
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = experiment_parser("aggregation", __doc__)
+    p.add_argument("--gpus", type=int, default=16, help="GPUs in all (servers x rails)")
+    p.add_argument("--rails", type=int, default=4, help="GPUs per server = rails (1: one switch aggregates all)")
+    p.add_argument("--rate-mbps", type=float, default=2.0,
+                   help="NIC link rate (16 workers' Python clients keep 2 cores under the 60%% fidelity limit at 2; "
+                        "at 10 the in-network all-reduce is CPU-bound)")
+    p.add_argument("--nvlink-factor", type=float, default=8.0,
+                   help="in-server (NVLink) bandwidth as a multiple of the NIC rate")
+    p.add_argument("--sizes-kb", type=int, nargs="+", default=[256, 1024], help="all-reduce sizes per GPU, KiB")
+    p.add_argument("--slots", type=int, default=64, help="the job's slot pool on each switch (its window)")
+    p.add_argument("--repetitions", type=int, default=5, help="repetitions of every all-reduce (>= 2 for a spread)")
+    p.add_argument("--warmup", type=int, default=1, help="unrecorded rounds of everything first")
+    p.add_argument("--spines", type=int, default=2, help="spine switches of the fat-tree baseline")
+    p.add_argument("--fabrics", nargs="+", choices=FABRICS, default=list(FABRICS), help="which fabrics to run")
+    p.add_argument("--loss-every", type=int, default=50,
+                   help="also run the in-network all-reduce with every Nth aggregation packet lost at each "
+                        "worker's NIC, both ways (0: not); the kernel here has no netem or iptables to lose it on a link")
+    add_common_options(p, "aggregation")
+    p.add_argument("--worker-timeout", type=float, default=30.0,
+                   help="seconds without progress before an all-reduce fails")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    a = build_parser().parse_args(argv)
+    try:
+        cfg = ExperimentConfig(gpus=a.gpus, rails=a.rails, rate_mbps=a.rate_mbps, nvlink_factor=a.nvlink_factor,
+                               iterations=a.repetitions, warmup=a.warmup, target=a.target, engine=a.engine,
+                               spines=a.spines, worker_timeout_s=a.worker_timeout).validate()
+        settings = AggregationSettings(sizes_kb=tuple(a.sizes_kb), slots=a.slots, loss_every=a.loss_every).validate()
+        topos = fabrics_for(cfg)
+        for topo in topos.values():
+            check_free(topo)
+    except MlfabricError as exc:
+        print(f"mlfabric: error: {exc}", file=sys.stderr)
+        return 2
+    out = a.out or new_results_dir("aggregation")
+    out.mkdir(parents=True, exist_ok=True)
+    _say(f"results folder: {out}")
+    rows: list[dict] = []
+    infos, interrupted = run_each_fabric(
+        tuple(a.fabrics), lambda fabric, work: run_fabric(fabric, topos[fabric], cfg, settings, work, rows), out, rows, _say)
+    if interrupted is not None and not rows:
+        write_json(out / "summary.json", {"config": config_json(cfg), "interrupted": interrupted, "runs": infos})
+        _say(f"wrote what finished to {out} (marked interrupted)")
+        return 130
+    if interrupted is not None:
+        infos["interrupted"] = interrupted
+    write_csv(out / "iterations.csv", rows)
+    text, verdicts, data = report(cfg, settings, rows, infos)
+    (out / "table.txt").write_text(text + "\n")
+    write_json(out / "summary.json", {"config": config_json(cfg), "settings": config_json(settings), **data})
+    plot_aggregation(rows, out / "aggregation.png", judged=verdicts,
+                     title=f"in-network aggregation vs ring, {cfg.gpus} GPUs ({cfg.servers}x{cfg.rails}), "
+                           f"{cfg.rate_mbps:g} Mbit/s")
+    print()
+    print(text)
+    print()
+    _say(f"wrote {out}/iterations.csv, summary.json, table.txt, aggregation.png")
+    if interrupted is not None:
+        return 130
+    if any(not r["ok"] for r in rows):
+        return 1
+    if a.require_decided and not all(v.decided for v in verdicts):
+        _say("undecided: a fidelity monitor failed (--require-decided)")
+        return UNDECIDED_EXIT
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
