@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,6 +26,7 @@ from fabric_workers import prepare_hosts, workers
 from switch_engines import engines_text, fabric_engines
 
 from controller.aggregate import install_aggregation
+from controller.aggregate.job import ShadowSpec
 from controller.errors import MlfabricError
 from controller.experiments.aggregation import LOSSY, AggregationSettings, aggregation_job
 from controller.experiments.aggregation_report import plot_aggregation, report
@@ -41,7 +44,9 @@ from controller.experiments.results import (
 from controller.p4build import pipeline_files
 from controller.p4runtime.client import P4RuntimeClient
 from controller.p4runtime.schema import P4Schema
-from controller.topology.model import Topology
+from controller.topology.model import Host, Topology
+from workloads.aggregation.shadow import digest, rebuild
+from workloads.errors import WorkloadError
 
 FABRICS = ("rail-only", "fat-tree")
 
@@ -51,15 +56,15 @@ def _say(msg: str) -> None:
 
 
 class NicMeter:
-    """Bytes each GPU's NIC sent into its switch, from rail_switch's per-port rx counters
-    (read as a backup controller, one connection per switch with GPUs on it)."""
+    """Bytes each GPU's NIC (of ``hosts``) sent into its switch, from rail_switch's per-port rx
+    counters (read as a backup controller, one connection per switch with GPUs on it)."""
 
-    def __init__(self, live: Topology) -> None:
+    def __init__(self, live: Topology, hosts: set[str]) -> None:
         schema = P4Schema.from_file(pipeline_files("rail_switch").p4info)
         self.counter_id = schema.counter("port_rx").id
         self.ports: dict[str, tuple[P4RuntimeClient, list[int]]] = {}
         for sw in live.switches:
-            ports = [p for p, peer in live.switch_ports(sw.name).items() if not live.is_switch(peer.node)]
+            ports = [p for p, peer in live.switch_ports(sw.name).items() if peer.node in hosts]
             if ports and sw.grpc:
                 client = P4RuntimeClient(sw.grpc, device_id=sw.device_id, election_id=0).connect()
                 self.ports[sw.name] = (client, sorted(ports))
@@ -112,48 +117,126 @@ def _row(fabric: str, cmd: dict, results: list[dict], nic_bytes: float, busiest:
             "nic_bytes": nic_bytes, "busiest_nic_bytes": busiest, "aggregation": agg or None, "error": "; ".join(errors)}
 
 
+class ShadowRecorder:
+    """``workloads.aggregation.shadow`` in the shadow's host, recording each rail's sums for
+    the ``with`` body; :meth:`streams` reads them once it stopped."""
+
+    def __init__(self, fab: EmulatedFabric, host: Host, prefix: Path) -> None:
+        self.prefix = prefix
+        self.rails = len(host.nics)
+        ips = [nic.address for nic in sorted(host.nics, key=lambda n: n.rail or 0)]
+        self.proc = fab.host(host.name).popen([sys.executable, "-m", "workloads.aggregation.shadow", "--listen", *ips,
+                                               "--out", str(prefix)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                              text=True)
+
+    def __enter__(self) -> ShadowRecorder:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if "shadow ready" not in line:
+            self.proc.kill()
+            raise MlfabricError(f"the shadow did not start: {line.strip() or 'no output'}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def streams(self) -> dict[int, bytes]:
+        return {r: Path(f"{self.prefix}.rail{r}").read_bytes() for r in range(self.rails)
+                if Path(f"{self.prefix}.rail{r}").exists()}
+
+
+def _shadow_verdicts(recorder: ShadowRecorder, calls: list[tuple[dict | None, int, set[str]]],
+                     rails: int) -> dict[str, int | str]:
+    """Rebuild every in-network all-reduce from the shadow's sums and mark each row
+    ``bit-identical`` when its digest is every worker's."""
+    try:
+        rebuilt = rebuild(recorder.streams(), [n for _, n, _ in calls], rails)
+    except WorkloadError as exc:
+        for row, _, _ in calls:
+            if row is not None:
+                row["shadow"] = f"missing: {exc}"
+        return {"calls": len(calls), "identical": 0, "error": str(exc)}
+    identical = 0
+    for (row, _, worker_digests), buf in zip(calls, rebuilt, strict=True):
+        same = len(worker_digests) == 1 and digest(buf) in worker_digests
+        identical += same
+        if row is not None:
+            row["shadow"] = "bit-identical" if same else "differs"
+    return {"calls": len(calls), "identical": identical}
+
+
 def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, settings: AggregationSettings, workdir: Path,
-               rows: list[dict]) -> dict:
+               rows: list[dict], *, shadow: bool) -> dict:
+    """One fabric: its servers are the workers, and with ``shadow`` one more server is the
+    Checkmate shadow of every rail (a copy of each sum from each rail switch)."""
     info: dict = {}
-    _say(f"{fabric}: building {len(topo.switches)} switches, {len(topo.hosts)} servers ({cfg.target} target)")
+    worker_topo = dataclasses.replace(topo, hosts=topo.hosts[:cfg.servers])
+    job = aggregation_job(worker_topo, settings)
+    shadow_host = topo.hosts[cfg.servers] if shadow else None
+    if shadow_host is not None:
+        job = dataclasses.replace(job, shadows=tuple(ShadowSpec(shadow_host.name, r) for r in range(cfg.rails)))
+    _say(f"{fabric}: building {len(topo.switches)} switches, {len(topo.hosts)} servers"
+         + (f" ({shadow_host.name} the shadow)" if shadow_host else "") + f" ({cfg.target} target)")
     with EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, source_routing=(fabric == "fat-tree"),
                         log_dir=workdir / "logs" / fabric) as fab:
         assert fab.live is not None
         info["bring_up_s"] = round(fab.timings.bring_up_s, 2)
-        program = install_aggregation(fab.live, aggregation_job(topo, settings))
-        info["aggregation"] = {s.switch: {"pool": [s.pool_base, s.pool_size], "workers": len(s.replicas)}
+        program = install_aggregation(fab.live, job)
+        info["aggregation"] = {s.switch: {"pool": [s.pool_base, s.pool_size], "workers": len(s.worker_rules)}
                                for s in program.switches}
         _say(f"{fabric}: up in {fab.timings.bring_up_s:.1f} s; aggregation job {settings.job} on "
-             + ", ".join(f"{s.switch} ({len(s.replicas)} workers)" for s in program.switches))
-        prepare_hosts(fab, topo, cfg)
+             + ", ".join(f"{s.switch} ({len(s.worker_rules)} workers)" for s in program.switches))
+        prepare_hosts(fab, worker_topo, cfg)
         names = [s.name for s in topo.switches]
         info["engines"] = fabric_engines(cfg.target, fab.log_dir, names)
         _say(f"{fabric}: switches run the {engines_text(info['engines'])}")
         cpu = fabric_cpu_sampler(fab, names)
-        meter = NicMeter(fab.live)
-        with contextlib.ExitStack() as stack, workers(fab, topo, cfg, fabric, workdir) as group:
+        meter = NicMeter(fab.live, {h.name for h in worker_topo.hosts})
+        calls: list[tuple[dict | None, int, set[str]]] = []  # every in-network all-reduce, warm-ups too
+        with contextlib.ExitStack() as stack:
             stack.callback(meter.close)
+            recorder = stack.enter_context(ShadowRecorder(fab, shadow_host, workdir / f"shadow-{fabric}")) \
+                if shadow_host is not None else None
+            group = stack.enter_context(workers(fab, worker_topo, cfg, fabric, workdir))
             workers_cpu = CpuSampler(group.pids)
+
+            def run(cmd: dict, row: dict | None = None) -> list[dict]:
+                results = group.run(cmd, timeout=cfg.timeout_s)
+                if cmd["op"] == "innet_allreduce":
+                    calls.append((row, cmd["bytes"] // 4, {r.get("digest") or "" for r in results}))
+                return results
+
             for warm in range(cfg.warmup):
                 failed = sorted({r["error"] for cmd in _commands(settings, -1 - warm)
-                                 for r in group.run(cmd, timeout=cfg.timeout_s) if not r.get("ok")})
+                                 for r in run(cmd) if not r.get("ok")})
                 _say(f"{fabric}: warm-up {warm + 1} of {cfg.warmup} done (not recorded)"
                      + (f"; it failed: {'; '.join(failed)}" if failed else ""))
             for it in range(cfg.iterations):
                 for cmd in _commands(settings, it):
                     t0 = time.monotonic()
                     before = meter.read()
+                    row: dict = {}
                     with cpu.measure() as used, workers_cpu.measure() as by_workers:
-                        results = group.run(cmd, timeout=cfg.timeout_s)
+                        results = run(cmd, row)
                     sent, busiest = meter.sent(before, meter.read())
-                    row = {**_row(fabric, cmd, results, sent, busiest), **cpu_row(used[0]),
-                           **breakdown_row(used[0], by_workers[0])}
+                    row.update({**_row(fabric, cmd, results, sent, busiest), **cpu_row(used[0]),
+                                **breakdown_row(used[0], by_workers[0])})
                     rows.append(row)
                     status = f"{row['seconds']:.3f} s" if row["ok"] else f"FAILED ({row['error']})"
                     held = "; ".join(b.text() for b in breaches(row))
                     _say(f"{fabric}: rep {it} {row['op']:<21} {row['kb']:>5} KiB {status}, busiest NIC sent "
                          f"{busiest / 1024:.0f} KiB [{time.monotonic() - t0:.1f} s wall; {used[0].text()}]"
                          + (f"  OVER A FIDELITY LIMIT: {held}" if held else ""))
+        if recorder is not None:
+            info["shadow"] = _shadow_verdicts(recorder, calls, cfg.rails)
+            _say(f"{fabric}: the shadow rebuilt {info['shadow']['identical']} of {info['shadow']['calls']} in-network "
+                 "all-reduces bit for bit")
     info["teardown_s"] = round(fab.timings.teardown_s, 2)
     return info
 
@@ -172,6 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repetitions", type=int, default=5, help="repetitions of every all-reduce (>= 2 for a spread)")
     p.add_argument("--warmup", type=int, default=1, help="unrecorded rounds of everything first")
     p.add_argument("--spines", type=int, default=2, help="spine switches of the fat-tree baseline")
+    p.add_argument("--no-shadow", action="store_true",
+                   help="no Checkmate shadow (by default one more server receives a copy of every sum on each rail "
+                        "and rebuilds the reduced gradient, checked bit for bit against the workers')")
     p.add_argument("--fabrics", nargs="+", choices=FABRICS, default=list(FABRICS), help="which fabrics to run")
     p.add_argument("--loss-every", type=int, default=50,
                    help="also run the in-network all-reduce with every Nth aggregation packet lost at each "
@@ -189,7 +275,8 @@ def main(argv: list[str]) -> int:
                                iterations=a.repetitions, warmup=a.warmup, target=a.target, engine=a.engine,
                                spines=a.spines, worker_timeout_s=a.worker_timeout).validate()
         settings = AggregationSettings(sizes_kb=tuple(a.sizes_kb), slots=a.slots, loss_every=a.loss_every).validate()
-        topos = fabrics_for(cfg)
+        # with a shadow, one more server on every rail: the workers are the first cfg.servers
+        topos = fabrics_for(cfg if a.no_shadow else dataclasses.replace(cfg, gpus=cfg.gpus + cfg.rails))
         for topo in topos.values():
             check_free(topo)
     except MlfabricError as exc:
@@ -200,7 +287,8 @@ def main(argv: list[str]) -> int:
     _say(f"results folder: {out}")
     rows: list[dict] = []
     infos, interrupted = run_each_fabric(
-        tuple(a.fabrics), lambda fabric, work: run_fabric(fabric, topos[fabric], cfg, settings, work, rows), out, rows, _say)
+        tuple(a.fabrics), lambda fabric, work: run_fabric(fabric, topos[fabric], cfg, settings, work, rows,
+                                                   shadow=not a.no_shadow), out, rows, _say)
     if interrupted is not None and not rows:
         write_json(out / "summary.json", {"config": config_json(cfg), "interrupted": interrupted, "runs": infos})
         _say(f"wrote what finished to {out} (marked interrupted)")

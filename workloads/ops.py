@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from workloads.aggregation.client import AggregationConfig, SwitchAllreduce
+from workloads.aggregation.shadow import digest
 from workloads.aggregation.wire import service_address
 from workloads.collectives import alltoall, barrier, hier_allreduce, innet_allreduce, ring_allreduce
 from workloads.errors import CommandError, PlanError, VerificationError, WorkloadError
@@ -104,6 +105,7 @@ class Executor:
         self._agg: tuple[tuple[int, int, int], SwitchAllreduce] | None = None  # made by innet_allreduce
         #: the last innet_allreduce's packets: sent, received, retransmitted...
         self.aggregation: dict[str, int] | None = None
+        self.digest: str | None = None  # ...and its result's digest
         self.layout, self.me = mesh.layout, mesh.me
         self._rings = {kind: ring_plan(self.layout, kind) for kind in RING_KINDS}
         self._a2a = {(kind, schedule): alltoall_plan(self.layout, kind, schedule)
@@ -135,7 +137,7 @@ class Executor:
                     result["phases"][name] = result["phases"].get(name, 0.0) + seconds
             result["seconds"] = time.perf_counter() - t0
             if cmd.op == "innet_allreduce":
-                result["aggregation"] = self.aggregation
+                result["aggregation"], result["digest"] = self.aggregation, self.digest
             if cmd.verify:
                 for _, _, check in steps:
                     check()
@@ -212,6 +214,7 @@ class Executor:
         def run() -> Timings:
             phases = innet_allreduce(self.mesh, agg, buf)
             self.aggregation = {k: v - before[k] for k, v in agg.stats.as_dict().items()}
+            self.digest = digest(buf)  # what a Checkmate shadow of the job rebuilds, bit for bit
             return phases
 
         return (set(), run, lambda: check_allreduce(buf, tuple(range(self.layout.world)), "innet_allreduce"))

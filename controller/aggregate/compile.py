@@ -23,7 +23,7 @@ from controller.aggregate.job import MAX_SLOTS, ResolvedAggregation
 from controller.errors import MlfabricError
 from controller.p4runtime.entities import Exact, TableRule
 
-__all__ = ["AGG_EVENTS", "AGG_RESULT", "AGG_SLOTS", "AGG_WORKERS", "EVENT_NAMES", "MGID_BASE", "SET_WORKER",
+__all__ = ["AGG_EVENTS", "AGG_RESULT", "AGG_SLOTS", "AGG_WORKERS", "EVENT_NAMES", "MGID_BASE", "SET_WORKER", "SHADOW_RID",
            "TO_WORKER", "AggregationError", "AggregationProgram", "PoolExhausted", "SwitchAggregation",
            "allocate_pool", "compile_aggregation", "fresh_epoch", "job_mgid"]
 
@@ -57,7 +57,7 @@ class SwitchAggregation:
     switch: str
     rail: int
     mgid: int
-    replicas: tuple[tuple[int, int], ...]  # (egress port, rid = worker index + 1)
+    replicas: tuple[tuple[int, int], ...]  # (egress port, rid = worker index + 1; SHADOW_RID: the shadow)
     pool_base: int
     pool_size: int
     worker_rules: tuple[TableRule, ...]  # agg_workers, by worker index
@@ -88,6 +88,10 @@ class AggregationProgram:
             if s.switch == name:
                 return s
         raise KeyError(f"job {self.job.spec.name!r} has nothing on switch {name!r}")
+
+
+#: the multicast instance (egress rid) of a rail's shadow: above every worker's index + 1
+SHADOW_RID = 255
 
 
 def job_mgid(job: int) -> int:
@@ -189,6 +193,11 @@ def compile_aggregation(resolved: ResolvedAggregation, *, pool_bases: Mapping[st
                       TO_WORKER, {"dmac": _mac(w.mac), "addr": _ip(w.ip)})
             for w in group.workers)
         replicas = tuple((w.port, w.index + 1) for w in group.workers)
+        if group.shadow is not None:  # Checkmate: one more copy of every sum, to the shadow
+            sh = group.shadow
+            results += (TableRule(AGG_RESULT, {"hdr.agg.job": job_key, "standard_metadata.egress_rid": Exact(SHADOW_RID)},
+                                  TO_WORKER, {"dmac": _mac(sh.mac), "addr": _ip(sh.ip)}),)
+            replicas += ((sh.port, SHADOW_RID),)
         switches.append(SwitchAggregation(group.switch, group.rail, mgid, replicas, base, spec.slots,
                                           workers, results))
     return AggregationProgram(resolved, epoch, tuple(switches))

@@ -28,8 +28,21 @@ from typing import Any
 from controller.errors import ConfigError
 from controller.topology.model import Topology
 
-__all__ = ["MAX_GROUP", "MAX_SLOTS", "AggregationJob", "RailGroup", "ResolvedAggregation",
-           "ResolvedWorker", "WorkerSpec", "job_to_dict", "load_job", "parse_job", "resolve_job"]
+__all__ = [
+    "MAX_GROUP",
+    "MAX_SLOTS",
+    "AggregationJob",
+    "RailGroup",
+    "ResolvedAggregation",
+    "ResolvedShadow",
+    "ResolvedWorker",
+    "ShadowSpec",
+    "WorkerSpec",
+    "job_to_dict",
+    "load_job",
+    "parse_job",
+    "resolve_job",
+]
 
 #: workers per rail group: the slot's bitmap (and set_worker's worker_bit) has 32 bits
 MAX_GROUP = 32
@@ -38,13 +51,23 @@ MAX_SLOTS = 1024
 #: the longest job name (it is stored in the metadata of the job's table entries)
 MAX_NAME = 64
 
-_KEYS = ("name", "job", "slots", "workers")
+_KEYS = ("name", "job", "slots", "workers", "shadows")
+_SHADOW_KEYS = ("host", "rail")
 _WORKER_KEYS = ("rank", "host", "rail")
 
 
 @dataclass(frozen=True)
 class WorkerSpec:
     rank: int
+    host: str
+    rail: int
+
+
+@dataclass(frozen=True)
+class ShadowSpec:
+    """A Checkmate shadow's NIC on one rail: it receives one copy of every sum the rail's
+    switch multicasts to the workers."""
+
     host: str
     rail: int
 
@@ -58,6 +81,7 @@ class AggregationJob:
     workers: tuple[WorkerSpec, ...]  # as written in the file
     slots: int = 64
     source: str = "<job>"
+    shadows: tuple[ShadowSpec, ...] = ()  # at most one per rail
 
     @property
     def rails(self) -> tuple[int, ...]:
@@ -80,12 +104,23 @@ class ResolvedWorker:
 
 
 @dataclass(frozen=True)
+class ResolvedShadow:
+    """A shadow's NIC on the rail group's switch."""
+
+    host: str
+    ip: str
+    mac: str
+    port: int
+
+
+@dataclass(frozen=True)
 class RailGroup:
     """The workers of one rail, all cabled to ``switch``, which sums their chunks."""
 
     rail: int
     switch: str
     workers: tuple[ResolvedWorker, ...]  # by index
+    shadow: ResolvedShadow | None = None
 
 
 @dataclass(frozen=True)
@@ -161,6 +196,32 @@ def _workers(source: str, raw: Any) -> tuple[WorkerSpec, ...]:
     return tuple(workers)
 
 
+def _shadows(source: str, raw: Any, workers: tuple[WorkerSpec, ...]) -> tuple[ShadowSpec, ...]:
+    if not isinstance(raw, list):
+        raise _fail(source, "shadows", raw, "expected a list of {host, rail}")
+    out: list[ShadowSpec] = []
+    nics = {(w.host, w.rail) for w in workers}
+    for i, sh in enumerate(raw):
+        where = f"shadows[{i}]"
+        if not isinstance(sh, dict):
+            raise _fail(source, where, sh, "expected a mapping with host, rail")
+        for key in sh:
+            if key not in _SHADOW_KEYS:
+                raise _fail(source, f"{where}.{key}", sh[key], "unknown key (allowed: host, rail)")
+        for key in _SHADOW_KEYS:
+            if key not in sh:
+                raise _fail(source, f"{where}.{key}", None, "required key is missing")
+        spec = ShadowSpec(_str(source, f"{where}.host", sh["host"]), _int(source, f"{where}.rail", sh["rail"], 0, 511))
+        if any(o.rail == spec.rail for o in out):
+            raise _fail(source, f"{where}.rail", spec.rail, "that rail already has a shadow: one per rail")
+        if (spec.host, spec.rail) in nics:
+            raise _fail(source, where, f"{spec.host} rail {spec.rail}", "that NIC is a worker's")
+        if spec.rail not in {w.rail for w in workers}:
+            raise _fail(source, f"{where}.rail", spec.rail, "no worker of the job is on that rail")
+        out.append(spec)
+    return tuple(out)
+
+
 def parse_job(data: Any, source: str = "<job>") -> AggregationJob:
     """An :class:`AggregationJob` from parsed YAML; structure only (see :func:`resolve_job`).
 
@@ -180,9 +241,10 @@ def parse_job(data: Any, source: str = "<job>") -> AggregationJob:
     for key in ("name", "job", "workers"):
         if key not in data:
             raise _fail(source, key, None, "required key is missing")
+    workers = _workers(source, data["workers"])
     return AggregationJob(name=_name(source, data["name"]), job=_int(source, "job", data["job"], 1, 255),
                           slots=_int(source, "slots", data.get("slots", 64), 1, MAX_SLOTS),
-                          workers=_workers(source, data["workers"]), source=source)
+                          workers=workers, source=source, shadows=_shadows(source, data.get("shadows", []), workers))
 
 
 def load_job(path: str | Path) -> AggregationJob:
@@ -193,8 +255,11 @@ def load_job(path: str | Path) -> AggregationJob:
 
 
 def job_to_dict(job: AggregationJob) -> dict[str, Any]:
-    return {"name": job.name, "job": job.job, "slots": job.slots,
-            "workers": [{"rank": w.rank, "host": w.host, "rail": w.rail} for w in job.workers]}
+    out: dict[str, Any] = {"name": job.name, "job": job.job, "slots": job.slots,
+                           "workers": [{"rank": w.rank, "host": w.host, "rail": w.rail} for w in job.workers]}
+    if job.shadows:
+        out["shadows"] = [{"host": sh.host, "rail": sh.rail} for sh in job.shadows]
+    return out
 
 
 def _attachment(topo: Topology, host: str, nic: str) -> tuple[str, int] | None:
@@ -237,6 +302,23 @@ def _span_message(rail: int, placed: list[tuple[WorkerSpec, str, str, str, str, 
     return f"in-network aggregation needs the workers of rail {rail} on one switch: {', '.join(shown)}{more}"
 
 
+def _resolve_shadow(spec: AggregationJob, topo: Topology, rail: int, switch: str) -> ResolvedShadow | None:
+    for i, sh in enumerate(spec.shadows):
+        if sh.rail != rail:
+            continue
+        try:
+            nic = topo.host(sh.host).rail_nic(rail)
+        except KeyError:
+            raise _fail(spec.source, f"shadows[{i}]", f"{sh.host} rail {rail}",
+                        f"no such host or NIC in topology {topo.name!r}") from None
+        attach = _attachment(topo, sh.host, nic.name)
+        if attach is None or attach[0] != switch:
+            raise _fail(spec.source, f"shadows[{i}]", f"{sh.host}:{nic.name}",
+                        f"a shadow must be cabled to the switch that sums rail {rail} ({switch})")
+        return ResolvedShadow(sh.host, nic.address, nic.mac, attach[1])
+    return None
+
+
 def resolve_job(spec: AggregationJob, topo: Topology) -> ResolvedAggregation:
     """Check ``spec`` against ``topo``: every worker's host and rail NIC exist and are cabled
     to a switch, the workers of each rail share one switch, and no switch serves two rails
@@ -265,5 +347,5 @@ def resolve_job(spec: AggregationJob, topo: Topology) -> ResolvedAggregation:
         owner[switch] = rail
         workers = tuple(ResolvedWorker(w.rank, w.host, w.rail, i, ip, mac, nic, sw, port)
                         for i, (w, nic, ip, mac, sw, port) in enumerate(mine))
-        groups.append(RailGroup(rail, switch, workers))
+        groups.append(RailGroup(rail, switch, workers, _resolve_shadow(spec, topo, rail, switch)))
     return ResolvedAggregation(spec, topo, tuple(groups))

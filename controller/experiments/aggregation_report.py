@@ -73,6 +73,11 @@ def report(cfg: ExperimentConfig, settings: AggregationSettings, rows: Sequence[
             lines.append(f"{label}: {sp['mean']:.2f} [{sp['low']:.2f}, {sp['high']:.2f}] over {sp['n']}: {v.text()}")
         else:
             lines.append(f"{label}: no paired runs: {v.text()}")
+    for fabric, info in infos.items():
+        sh = info.get("shadow") if isinstance(info, Mapping) else None
+        if sh:
+            lines.append(f"Checkmate shadow, {fabric}: rebuilt {sh['identical']} of {sh['calls']} in-network all-reduces "
+                         "bit for bit from one copy of each sum" + (f" ({sh['error']})" if sh.get("error") else ""))
     lines += fidelity_lines(judged)
     data = {"collectives": summary, "spreads": spreads, "runs": dict(infos), "fidelity": verdicts_json(judged)}
     return "\n".join(lines), judged, data

@@ -72,7 +72,7 @@ class _Fabric:
                 else:
                     raise ConfigError("<topology>", f"switch {sw.name}", f"{peer}",
                                       "rail_switch routing supports two tiers: a link between two switches of one tier")
-        self._reach_cache: dict[frozenset[str], list[ipaddress.IPv4Network]] = {}
+        self._reach_cache: dict[tuple[frozenset[str], str], list[ipaddress.IPv4Network]] = {}
         self._block_cache: dict[str, list[ipaddress.IPv4Network]] = {}
         routing = topo.params.get("uplink_routing", "ecmp")
         if routing not in UPLINK_ROUTINGS:
@@ -86,10 +86,13 @@ class _Fabric:
             self._block_cache[switch] = _collapse(self.hosts_behind[switch])
         return self._block_cache[switch]
 
-    def reachable_via(self, spines: Iterable[str]) -> list[ipaddress.IPv4Network]:
-        key = frozenset(spines)
+    def reachable_via(self, spines: Iterable[str], leaf: str) -> list[ipaddress.IPv4Network]:
+        """The prefixes ``leaf`` reaches through ``spines``: every other leaf's hosts (its
+        own are routed down, and a block of 5 servers collapses to a /30 and a /32 that
+        would repeat a host route)."""
+        key = (frozenset(spines), leaf)
         if key not in self._reach_cache:
-            blocks = {peer.node for s in key for _, peer in self.down[s]}
+            blocks = {peer.node for s in key[0] for _, peer in self.down[s]} - {leaf}
             nets = [net for b in sorted(blocks) for net in self.block(b)]
             self._reach_cache[key] = list(ipaddress.collapse_addresses(nets))
         return self._reach_cache[key]
@@ -152,7 +155,7 @@ def compile_switch(topo: Topology, name: str, fabric: _Fabric | None = None) -> 
                                 _nexthop(topo, name, port, peer)))
     if fab.up[name]:
         spines = [peer.node for _, peer in fab.up[name]]
-        rules += _spread(topo, fab, name, 1, fab.up[name], fab.reachable_via(spines))
+        rules += _spread(topo, fab, name, 1, fab.up[name], fab.reachable_via(spines, name))
     by_peer: dict[str, list[tuple[int, Endpoint]]] = defaultdict(list)
     for port, peer in fab.down[name]:
         by_peer[peer.node].append((port, peer))

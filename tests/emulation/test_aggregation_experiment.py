@@ -48,6 +48,9 @@ def test_eight_workers_on_one_switch_sum_exactly_and_recover_from_loss(tmp_path:
             assert agg["answered_duplicates"] > 0, "lost results came back from the completed set"
     assert_fidelity_reported(summary, table)
     assert "in-network, lossy" in table
+    assert summary["runs"]["rail-only"]["shadow"] == {"calls": 4, "identical": 4}, \
+        "Checkmate's shadow rebuilt every sum bit for bit, the lossy runs' too"
+    assert {r["shadow"] for r in rows if r["op"].startswith("innet")} == {"bit-identical"}
 
 
 def test_sixteen_workers_aggregate_per_rail_on_rail_only_and_the_fat_tree(tmp_path: Path, target_name: str,
@@ -72,6 +75,8 @@ def test_sixteen_workers_aggregate_per_rail_on_rail_only_and_the_fat_tree(tmp_pa
             float(by[fabric, "allreduce"]["busiest_nic_bytes"])
     assert_fidelity_reported(summary, table)
     assert (tmp_path / "run" / "aggregation.png").stat().st_size > 10_000
+    for fabric in ("rail-only", "fat-tree"):
+        assert summary["runs"][fabric]["shadow"] == {"calls": 1, "identical": 1}, "the shadow, one sum per rail switch"
 
 
 def test_bad_input_is_rejected_before_anything_starts(tmp_path: Path, capsys) -> None:

@@ -219,3 +219,36 @@ def test_the_plan_command_is_offline(capsys) -> None:
     out = json.loads(capsys.readouterr().out)
     assert out["id"] == 1 and len(out["workers"]) == 16
     assert {(w["switch"], w["rid"]) for w in out["workers"]} == {(f"rail{r}", i + 1) for r in range(4) for i in range(4)}
+
+
+def test_a_shadow_per_rail_gets_one_more_copy_of_every_sum() -> None:
+    from controller.aggregate.compile import SHADOW_RID, compile_aggregation
+    from controller.aggregate.job import parse_job, resolve_job
+    from controller.topology import rail_only
+
+    workers = [{"rank": r, "host": f"s{r // 2}", "rail": r % 2} for r in range(4)]
+    spec = parse_job({"name": "j", "job": 3, "workers": workers,
+                      "shadows": [{"host": "s2", "rail": 0}, {"host": "s2", "rail": 1}]})
+    program = compile_aggregation(resolve_job(spec, rail_only(3, 2)), pool_bases={"rail0": 0, "rail1": 0}, epoch=9)
+    for sw in program.switches:
+        assert sw.replicas[-1] == (3, SHADOW_RID), "s2 is on port 3 of each rail switch"
+        assert len(sw.worker_rules) == 2, "the shadow never contributes"
+        assert sw.worker_rules[0].params["workers"] == 2
+        shadow_rule = sw.result_rules[-1]
+        topo = rail_only(3, 2)
+        assert shadow_rule.params["addr"] == int(ipaddress.IPv4Address(topo.host("s2").rail_nic(sw.rail).address))
+
+
+@pytest.mark.parametrize(("shadows", "problem"), [
+    ([{"host": "s0", "rail": 0}], "that NIC is a worker's"),
+    ([{"host": "s2", "rail": 0}, {"host": "s2", "rail": 0}], "already has a shadow"),
+    ([{"host": "s2", "rail": 5}], "no worker of the job is on that rail"),
+    ([{"host": "s2", "rail": 0, "port": 1}], "unknown key"),
+    ({"host": "s2"}, "expected a list"),
+])
+def test_bad_shadows_name_the_value(shadows, problem: str) -> None:
+    from controller.aggregate.job import parse_job
+
+    workers = [{"rank": r, "host": f"s{r}", "rail": 0} for r in range(2)]
+    with pytest.raises(ConfigError, match=problem):
+        parse_job({"name": "j", "job": 3, "workers": workers, "shadows": shadows})
