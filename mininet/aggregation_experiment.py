@@ -245,9 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = experiment_parser("aggregation", __doc__)
     p.add_argument("--gpus", type=int, default=16, help="GPUs in all (servers x rails)")
     p.add_argument("--rails", type=int, default=4, help="GPUs per server = rails (1: one switch aggregates all)")
-    p.add_argument("--rate-mbps", type=float, default=2.0,
-                   help="NIC link rate (16 workers' Python clients keep 2 cores under the 60%% fidelity limit at 2; "
-                        "at 10 the in-network all-reduce is CPU-bound)")
+    p.add_argument("--rate-mbps", type=float, default=1.0,
+                   help="NIC link rate (16 workers' Python clients, at about 30 us a packet, keep 2 cores under the "
+                        "60%% fidelity limit at 1; at 2 they reach 60-66%%, at 10 90%%)")
     p.add_argument("--nvlink-factor", type=float, default=8.0,
                    help="in-server (NVLink) bandwidth as a multiple of the NIC rate")
     p.add_argument("--sizes-kb", type=int, nargs="+", default=[256, 1024], help="all-reduce sizes per GPU, KiB")

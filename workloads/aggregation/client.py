@@ -112,7 +112,7 @@ class SwitchAllreduce:
         self.config = config
         self.service = service
         self.stats = TransferStats()
-        self._sets = np.zeros(config.slots, dtype=np.uint8)
+        self._sets = bytearray(config.slots)  # each slot's next set (plain bytes: read per packet)
         self._rto = config.max_rto_s  # RFC 6298's conservative start, until the first sample
         self._srtt: float | None = None
         self._rttvar = 0.0
@@ -164,22 +164,26 @@ class SwitchAllreduce:
         chunks = max(1, -(-n // LANES))
         padded = np.zeros(chunks * LANES, dtype=_WIRE_INT32)
         padded[:n] = data
-        out = np.empty(chunks * LANES, dtype=np.int32)
+        wire = memoryview(padded.tobytes())  # per packet: slices of bytes, no numpy call
+        values_bytes = LANES * 4
+        out = bytearray(chunks * values_bytes)  # the sums as they came, big-endian
         in_flight: dict[int, list] = {}  # slot -> [chunk, payload, sent at, retransmitted]
         max_exponent, workers = 0, 0
         done = 0
         last_progress = time.monotonic()
+        header = _HEADER.pack
+        sets = self._sets
 
         def send(k: int) -> None:
             slot = k % cfg.slots
-            flags = int(self._sets[slot]) & FLAG_SET
-            payload = _HEADER.pack(cfg.job, flags, slot, k * LANES, exponent, 0, 0, 0) + \
-                padded[k * LANES:(k + 1) * LANES].tobytes()
+            payload = header(cfg.job, sets[slot] & FLAG_SET, slot, k * LANES, exponent, 0, 0, 0) + \
+                wire[k * values_bytes:(k + 1) * values_bytes]
             self._send(payload)
             in_flight[slot] = [k, payload, time.monotonic(), False]
 
         for k in range(min(cfg.slots, chunks)):
             send(k)
+        pending: list[bytes] = []  # received, not yet handled (newest first)
         while done < chunks:
             now = time.monotonic()
             deadline = next(iter(in_flight.values()))[2] + self._rto  # kept in the order they were sent
@@ -191,17 +195,21 @@ class SwitchAllreduce:
                         f"aggregation job {cfg.job}: no result from {self.service} for {cfg.give_up_s:.0f} s "
                         f"(slot {slot}, chunk {in_flight[slot][0]} of {chunks}): is the job installed on the switch?")
                 continue
-            self._sock.settimeout(deadline - now)
-            try:
-                payload = self._sock.recv(PAYLOAD_BYTES + 64)
-            except TimeoutError:
-                continue
+            if pending:
+                payload = pending.pop()
+            else:
+                self._sock.settimeout(deadline - now)
+                try:
+                    payload = self._sock.recv(PAYLOAD_BYTES + 64)
+                except TimeoutError:
+                    continue
+                pending = self._drain()  # what else is queued: one poll for a burst
             if len(payload) != PAYLOAD_BYTES or self._lose_received():
                 continue
             job, flags, slot, offset, result_exponent, result_workers, _, _ = _HEADER.unpack_from(payload)
             entry = in_flight.get(slot)
             if (job != cfg.job or not flags & FLAG_RESULT or entry is None or entry[0] * LANES != offset
-                    or (flags & FLAG_SET) != self._sets[slot]):
+                    or (flags & FLAG_SET) != sets[slot]):
                 self.stats.stale += 1
                 continue
             k, _, sent_at, retransmitted = entry
@@ -210,16 +218,28 @@ class SwitchAllreduce:
                 self.stats.answered_duplicates += 1
             if not retransmitted:
                 self._sample(time.monotonic() - sent_at)
-            out[k * LANES:(k + 1) * LANES] = np.frombuffer(payload, dtype=_WIRE_INT32, offset=HEADER_BYTES)
+            out[k * values_bytes:(k + 1) * values_bytes] = payload[HEADER_BYTES:]
             max_exponent = max(max_exponent, result_exponent)
             workers = max(workers, result_workers)
-            self._sets[slot] ^= 1
+            sets[slot] ^= 1
             del in_flight[slot]
             done += 1
             last_progress = time.monotonic()
             if k + cfg.slots < chunks:  # the slot's next chunk: results may come back out of order
                 send(k + cfg.slots)
-        return out[:n], max_exponent, workers
+        return np.frombuffer(out, dtype=_WIRE_INT32)[:n].astype(np.int32), max_exponent, workers
+
+    def _drain(self, limit: int = 64) -> list[bytes]:
+        """The datagrams already queued on the socket (up to ``limit``), newest first."""
+        got: list[bytes] = []
+        self._sock.settimeout(0.0)  # non-blocking: a timeout would make an empty queue wait
+        while len(got) < limit:
+            try:
+                got.append(self._sock.recv(PAYLOAD_BYTES + 64))
+            except (BlockingIOError, InterruptedError):
+                break
+        got.reverse()
+        return got
 
     def _retransmit(self, in_flight: dict[int, list], now: float) -> None:
         expired = [slot for slot, entry in in_flight.items() if entry[2] + self._rto <= now]
