@@ -22,6 +22,7 @@ from controller.experiments.rail_only import ExperimentConfig
 __all__ = ["nic_bytes_model", "plot_aggregation", "report"]
 
 FABRIC_COLOURS = {"rail-only": "tab:blue", "fat-tree": "tab:orange"}
+_FABRIC_STYLES = {"rail-only": "-", "fat-tree": "--"}  # the fabrics often coincide: dashed shows both
 _MARKERS = {"allreduce": "o", "hier_allreduce": "s", "innet_allreduce": "^", "innet_allreduce_lossy": "v"}
 _FABRIC_LABELS = {"rail-only": "rail-only", "fat-tree": "fat-tree"}
 
@@ -102,13 +103,17 @@ def plot_aggregation(rows: Sequence[Mapping[str, Any]], path: Path, *, title: st
                 continue
             xs = [p[0] for p in pts]
             left.errorbar(xs, [p[1] for p in pts], yerr=[[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]],
-                          color=colour, marker=_MARKERS[op], capsize=3, label=f"{_FABRIC_LABELS[fabric]}: {LABELS[op]}")
-            right.plot(xs, [(p[4] or 0) / 1024 for p in pts], color=colour, marker=_MARKERS[op],
-                       label=f"{_FABRIC_LABELS[fabric]}: {LABELS[op]}")
+                          color=colour, ls=_FABRIC_STYLES[fabric], marker=_MARKERS[op], capsize=3,
+                          label=f"{_FABRIC_LABELS[fabric]}: {LABELS[op]}")
+            right.plot(xs, [(p[4] or 0) / 1024 for p in pts], color=colour, ls=_FABRIC_STYLES[fabric],
+                       marker=_MARKERS[op], label=f"{_FABRIC_LABELS[fabric]}: {LABELS[op]}")
     for ax, what in ((left, "completion time, s"), (right, "sent by the busiest GPU NIC, KiB")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("all-reduce size per GPU, KiB")
+        sizes = sorted({s["kb"] for s in summary})
+        ax.set_xticks(sizes, [str(k) for k in sizes])
+        ax.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
         ax.set_ylabel(what)
         ax.grid(True, which="both", alpha=0.3)
     left.legend(fontsize=8)

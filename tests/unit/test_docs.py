@@ -140,7 +140,8 @@ def test_readme_is_a_front_page() -> None:
 #: README sections whose table comes from a committed run: every decimal figure in the table
 #: must be one of the run's own figures (to the digits shown), so that text and run cannot drift
 COMMITTED_RUNS = {"### Checkmate": "docs/checkmate-run.txt", "### TopoOpt": "docs/topoopt-run.txt",
-                  "### Open MPI on the fabric": "docs/collectives-run.txt"}
+                  "### Open MPI on the fabric": "docs/collectives-run.txt",
+                  "### In-network aggregation": "docs/aggregation-run.txt"}
 
 
 def _section(text: str, title: str) -> str:
