@@ -271,6 +271,16 @@ def main(argv: list[str]) -> int:
                          mp_bm["on"] if mp_bm else None, "report"))
         rows.append(_row("process mode, mirroring on / off", "x", mp_py["ratio"],
                          mp_bm["ratio"] if mp_bm else None, "report"))
+    if root:
+        print("[bench] in-network aggregation: requests against plain forwarding ...", flush=True)
+        from bench import aggregation_bench
+
+        ag_py = aggregation_bench.process_mode("python-process", secs)
+        ag_bm = aggregation_bench.process_mode("bmv2", secs) if have_bmv2 else None
+        rows.append(_row("process mode, aggregation requests (64 lanes, each round complete)", "packets/s",
+                         ag_py["aggregation"], ag_bm["aggregation"] if ag_bm else None, "report"))
+        rows.append(_row("process mode, aggregation / plain forwarding of the same frames", "x", ag_py["ratio"],
+                         ag_bm["ratio"] if ag_bm else None, "report (the cost of 64 lanes of registers)"))
     print("[bench] TDTCP transport vs kernel TCP over loopback ...", flush=True)
     from bench import tdtcp_bench as _tdtcp
 
