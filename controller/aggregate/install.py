@@ -26,6 +26,7 @@ from controller.aggregate.compile import (
     AGG_RESULT,
     AGG_WORKERS,
     EVENT_NAMES,
+    SHADOW_RID,
     AggregationError,
     AggregationProgram,
     allocate_pool,
@@ -80,6 +81,7 @@ class InstalledJob:
     pool_size: int
     epoch: int
     mgid: int
+    shadow: str | None = None  # the Checkmate shadow's address (its agg_result entry), if any
 
     @property
     def pool(self) -> tuple[int, int]:
@@ -150,11 +152,17 @@ def _read_entries(client: P4RuntimeClient, schema: P4Schema, table: str,
 
 
 def installed_jobs(client: P4RuntimeClient, schema: P4Schema, switch: str) -> tuple[InstalledJob, ...]:
-    """The aggregation jobs on one switch, by job id, read from its agg_workers entries."""
+    """The aggregation jobs on one switch, by job id, read from its agg_workers entries (and
+    the shadow's agg_result entry)."""
     by_job: dict[int, list[tuple[TableRule, p4runtime_pb2.TableEntry]]] = {}
     for te in _read_entries(client, schema, AGG_WORKERS, counters=True):
         rule = decode_rule(schema, te)
         by_job.setdefault(_exact(rule, "hdr.agg.job"), []).append((rule, te))
+    shadows = {}
+    for te in _read_entries(client, schema, AGG_RESULT):
+        rule = decode_rule(schema, te)
+        if _exact(rule, "standard_metadata.egress_rid") == SHADOW_RID:
+            shadows[_exact(rule, "hdr.agg.job")] = _ip(int(rule.params.get("addr", 0)))
     jobs = []
     for job_id, entries in sorted(by_job.items()):
         first = entries[0][0].params
@@ -165,7 +173,7 @@ def installed_jobs(client: P4RuntimeClient, schema: P4Schema, switch: str) -> tu
                          key=lambda w: (w.index, w.ip))
         jobs.append(InstalledJob(switch, job_id, name, tuple(workers),
                                  first.get("workers", 0), first.get("pool_base", 0), first.get("pool_size", 0),
-                                 first.get("epoch", 0), first.get("mgid", 0)))
+                                 first.get("epoch", 0), first.get("mgid", 0), shadows.get(job_id)))
     return tuple(jobs)
 
 

@@ -83,7 +83,7 @@ def _remove(args: argparse.Namespace) -> int:
 def _state_dict(state: SwitchAggregationState) -> dict[str, object]:
     return {"switch": state.switch,
             "jobs": [{"id": j.job, "name": j.name, "workers": [w.ip for w in j.workers], "group": j.group_size,
-                      "pool": list(j.pool), "epoch": j.epoch, "mgid": j.mgid,
+                      "pool": list(j.pool), "epoch": j.epoch, "mgid": j.mgid, "shadow": j.shadow,
                       "packets": sum(w.packets for w in j.workers)} for j in state.jobs],
             "events": {name: {"packets": p, "bytes": b} for name, (p, b) in state.events.items()}}
 
@@ -92,7 +92,8 @@ def _show(args: argparse.Namespace) -> int:
     which = None if args.job is None else _which(args.job)
     states = read_aggregation(_topology(args, "aggregate show"), which, election_id=args.election_id)
     jobs = [{"switch": s.switch, "id": j.job, "name": j.name, "workers": f"{len(j.workers)}/{j.group_size}",
-             "pool": f"[{j.pool[0]}, {j.pool[1]})", "epoch": j.epoch, "packets": sum(w.packets for w in j.workers)}
+             "pool": f"[{j.pool[0]}, {j.pool[1]})", "epoch": j.epoch, "shadow": j.shadow or "-",
+             "packets": sum(w.packets for w in j.workers)}
             for s in states for j in s.jobs]
     events = [{"switch": s.switch, **{name: p for name, (p, _b) in s.events.items()}} for s in states]
     emit([_state_dict(s) for s in states], as_json=args.json,

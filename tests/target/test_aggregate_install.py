@@ -140,3 +140,23 @@ def test_a_switch_that_rejects_its_part_is_rolled_back(target_name: str) -> None
         with pytest.raises(AggregationError, match=r"installing aggregation job 'agg' on rail0 failed \(.*\); rolled back on rail0$"):
             install_aggregation(bad, spec(), addresses=addresses, election_id=ELECTION, now_ms=1)
         assert _rules(sw) == set() and _groups(sw, 0x4007) == []
+
+
+def test_a_shadow_gets_one_copy_of_every_sum_and_show_names_it(target_name: str) -> None:
+    shadowed = parse_job({"name": "shadowed", "job": 5, "slots": 4,
+                          "workers": [{"rank": 0, "host": "s0", "rail": 0}, {"rank": 1, "host": "s1", "rail": 0}],
+                          "shadows": [{"host": "s2", "rail": 0}]})
+    shadow_nic = TOPO.host("s2").rail_nic(0)
+    with open_target(target_name, pipeline_files("rail_switch")) as sw:
+        addresses = {"rail0": sw.client.address}
+        install_aggregation(TOPO, shadowed, addresses=addresses, election_id=ELECTION, now_ms=11)
+        assert _groups(sw, 0x4005) == [(1, 1), (2, 2), (3, 255)]
+        assert sw.send(1, _chunk_frame(0, (1, 2), job=5)) == []
+        out = dict(sw.send(2, _chunk_frame(1, (10, 20), job=5), expect=3))
+        assert sorted(out) == [1, 2, 3], "each worker and the shadow"
+        copy = Ether(out[3])
+        assert (copy.dst, copy[IP].dst) == (shadow_nic.mac, shadow_nic.address)
+        assert decode(bytes(copy[UDP].payload)).values[:2] == (11, 22)
+        (state,) = read_aggregation(TOPO, addresses=addresses)
+        (job,) = state.jobs
+        assert job.shadow == shadow_nic.address and job.group_size == 2, "the shadow never contributes"
