@@ -1,7 +1,9 @@
 """rail_switch's aggregation stage on the selected target, read as the protocol: a slot adds
 its workers' chunks and multicasts the sum once all have contributed, each copy addressed to
 its worker; a duplicate is answered from the completed set and never added twice; slots
-outside the job's pool and unknown jobs or workers are dropped; agg_events counts each."""
+outside the job's pool and unknown jobs or workers are dropped; agg_events counts each.
+Every request enters on port 1: a switch process orders only one port's packets, and each
+outcome depends on the ones before (the switch tells workers apart by their addresses)."""
 
 from __future__ import annotations
 
@@ -40,8 +42,8 @@ def test_a_slot_adds_every_worker_and_multicasts_the_sum_to_each(target_name: st
     with open_target(target_name, pipeline_files("rail_switch")) as sw:
         install(sw, RAIL_AGGREGATE)
         assert sw.send(1, agg_frame(0, 2, (1, -2, 3), exponent=130), expect=0) == []
-        assert sw.send(2, agg_frame(1, 2, (10, -20, 30), exponent=141), expect=0) == []
-        out = _results(sw.send(3, agg_frame(2, 2, (100, -200, 300) + (5,) * 61, exponent=120), expect=3))
+        assert sw.send(1, agg_frame(1, 2, (10, -20, 30), exponent=141), expect=0) == []
+        out = _results(sw.send(1, agg_frame(2, 2, (100, -200, 300) + (5,) * 61, exponent=120), expect=3))
         events = _events(sw, {"contribution": 3, "completion": 1})
     assert sorted(out) == [1, 2, 3], "one copy per worker"
     for port, (frame, chunk) in out.items():
@@ -59,17 +61,18 @@ def test_a_duplicate_is_answered_from_the_completed_set_and_never_added_twice(ta
         install(sw, RAIL_AGGREGATE)
         sw.send(1, agg_frame(0, 0, (1,)), expect=0)
         assert sw.send(1, agg_frame(0, 0, (1,)), expect=0) == [], "a duplicate of an incomplete round is dropped"
-        sw.send(2, agg_frame(1, 0, (2,)), expect=0)
-        sw.send(3, agg_frame(2, 0, (4,)), expect=3)
-        again = sw.send(2, agg_frame(1, 0, (2,)), expect=1)
-        sw.send(2, agg_frame(1, 0, (50,), flags=FLAG_SET), expect=0)  # the slot's next round, in the other set
-        late = sw.send(3, agg_frame(2, 0, (4,)), expect=1)
+        sw.send(1, agg_frame(1, 0, (2,)), expect=0)
+        sw.send(1, agg_frame(2, 0, (4,)), expect=3)
+        again = sw.send(1, agg_frame(1, 0, (2,)), expect=1)
+        sw.send(1, agg_frame(1, 0, (50,), flags=FLAG_SET), expect=0)  # the slot's next round, in the other set
+        late = sw.send(1, agg_frame(2, 0, (4,)), expect=1)
         events = _events(sw, {"contribution": 4, "completion": 1, "duplicate answered": 2, "duplicate dropped": 1})
     ((port, (frame, chunk)),) = _results(again).items()
-    assert port == 2 and frame[IP].dst == "10.0.0.2" and frame.dst == "02:00:00:00:00:02", "back to the sender"
+    assert port == 1 and frame[IP].dst == "10.0.0.2" and frame.dst == "02:00:00:00:00:02", \
+        "back to the sender, by the port it came in"
     assert chunk.values[0] == 7 and chunk.flags == FLAG_RESULT | FLAG_RETRANSMIT
     ((port, (_, chunk)),) = _results(late).items()
-    assert port == 3 and chunk.values[0] == 7, "the previous round stays readable while the next one fills"
+    assert port == 1 and chunk.values[0] == 7, "the previous round stays readable while the next one fills"
     assert events == {"contribution": 4, "completion": 1, "duplicate answered": 2, "duplicate dropped": 1}
 
 
