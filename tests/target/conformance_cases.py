@@ -414,11 +414,12 @@ RAIL_AGGREGATE = Program(
     multicast=((0x4007, ((1, 1), (2, 2), (3, 3))),),
     # every request enters on port 1: a switch process keeps the order of one port's packets
     # only, and each outcome here depends on the ones before (the workers are told apart by
-    # their addresses; a duplicate's answer leaves by the port it came in)
+    # their addresses; a duplicate's answer leaves by the port it came in). No duplicate of an
+    # incomplete round here: on the native engine as a process, that dropped packet was twice
+    # overtaken by the next one (test_aggregation_pipeline.py checks the drop, in order)
     packets=(
         ("w0-first-absorbed", 1, agg_frame(0, 0, (1, -2, 3, 0x7FFFFFFF), exponent=130)),
         ("w1-adds-absorbed", 1, agg_frame(1, 0, (10, -20, 30, 1), exponent=140)),
-        ("w0-duplicate-of-incomplete-dropped", 1, agg_frame(0, 0, (1, -2, 3, 0x7FFFFFFF), exponent=130)),
         ("w2-completes-multicast", 1, agg_frame(2, 0, (100, -200, 300, 0), exponent=120)),
         ("w1-duplicate-answered-from-set", 1, agg_frame(1, 0, (10, -20, 30, 1), exponent=140)),
         ("w0-next-round-other-set-absorbed", 1, agg_frame(0, 0, (5,), flags=1)),
