@@ -87,6 +87,10 @@ class Program:
     #: packet arrived, which a loaded machine does not guarantee; the Python target's pool
     #: is deterministic, so only the Python target is held to them
     phv_reuse: tuple[str, ...] = ()
+    #: stateful programs whose outcomes depend on the packets before: a packet expecting no
+    #: output is followed only once its switch went quiet (not at once), so that a switch
+    #: process has handled it before the next is sent
+    ordered: bool = False
 
     @property
     def program(self) -> str:
@@ -403,7 +407,7 @@ def agg_frame(worker: int, slot: int, values: tuple[int, ...], *, job: int = 7, 
 
 _AGG = "RailIngress.aggregate."
 RAIL_AGGREGATE = Program(
-    "rail_switch_aggregate", artifact="rail_switch", home=0,
+    "rail_switch_aggregate", artifact="rail_switch", home=0, ordered=True,
     rules=tuple(
         Rule(_AGG + "agg_workers", {"hdr.agg.job": "7", "hdr.ipv4.src_addr": f"10.0.0.{w + 1}"}, _AGG + "set_worker",
              {"worker_bit": 1 << w, "workers": 3, "pool_base": 8, "pool_size": 4, "mgid": 0x4007, "epoch": 5})
