@@ -9,9 +9,10 @@ found installed.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from controller.errors import MlfabricError
@@ -50,6 +51,23 @@ def _address(sw: Switch, addresses: Mapping[str, str] | None) -> str:
     if not addr:
         raise MlfabricError(f"switch {sw.name} has no gRPC address: give one in the topology or run the emulation")
     return addr
+
+
+@contextlib.contextmanager
+def switch_clients(topo: Topology, names: Iterable[str], addresses: Mapping[str, str] | None,
+                   election_id: int) -> Iterator[dict[str, P4RuntimeClient]]:
+    """A connected client per switch of ``names`` (at ``addresses[name]``, else the topology's
+    gRPC address), all closed when the ``with`` body ends."""
+    clients: dict[str, P4RuntimeClient] = {}
+    try:
+        for name in names:
+            sw = topo.switch(name)
+            clients[name] = P4RuntimeClient(_address(sw, addresses), device_id=sw.device_id,
+                                            election_id=election_id).connect()
+        yield clients
+    finally:
+        for c in clients.values():
+            c.close()
 
 
 def _connect(sw: Switch, addresses: Mapping[str, str] | None, opts: InstallOptions) -> P4RuntimeClient:

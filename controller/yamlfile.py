@@ -56,3 +56,19 @@ def read_yaml(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Any:
         raise ConfigError(name, "YAML", None, f"not valid YAML{where}: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(name, "YAML", None, f"not valid YAML: {str(exc).splitlines()[0]}") from None
+
+
+def int_field(source: str, key: str, value: Any, lo: int, hi: int) -> int:
+    """``value`` as an integer in ``lo..hi``, else a ConfigError naming ``source`` and ``key``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(source, key, value, "expected an integer")
+    if not lo <= value <= hi:
+        raise ConfigError(source, key, value, f"must be in {lo}..{hi}")
+    return value
+
+
+def str_field(source: str, key: str, value: Any) -> str:
+    """``value`` as a non-empty string, else a ConfigError naming ``source`` and ``key``."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(source, key, value, "expected a non-empty string")
+    return value

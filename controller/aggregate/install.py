@@ -14,9 +14,8 @@ again. Remove deletes exactly the job's entries and multicast groups (workers fi
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from p4.v1 import p4runtime_pb2
@@ -36,7 +35,7 @@ from controller.aggregate.compile import (
 )
 from controller.aggregate.job import AggregationJob, resolve_job
 from controller.errors import MlfabricError
-from controller.install import pipeline_schema
+from controller.install import pipeline_schema, switch_clients
 from controller.p4runtime.client import P4ClientError, P4RuntimeClient
 from controller.p4runtime.entities import (
     Exact,
@@ -107,24 +106,6 @@ class Removal:
 
 def _schema() -> P4Schema:
     return pipeline_schema(PROGRAM)[0]
-
-
-@contextlib.contextmanager
-def _clients(topo: Topology, names: Iterable[str], addresses: Mapping[str, str] | None,
-             election_id: int) -> Iterator[dict[str, P4RuntimeClient]]:
-    clients: dict[str, P4RuntimeClient] = {}
-    try:
-        for name in names:
-            sw = topo.switch(name)
-            addr = (addresses or {}).get(name) or sw.grpc
-            if not addr:
-                raise MlfabricError(f"switch {name} has no gRPC address: run the emulation "
-                                    "(mlfabric fabric up) or give one in the topology")
-            clients[name] = P4RuntimeClient(addr, device_id=sw.device_id, election_id=election_id).connect()
-        yield clients
-    finally:
-        for c in clients.values():
-            c.close()
 
 
 def _aggregating_switches(topo: Topology) -> tuple[str, ...]:
@@ -249,7 +230,7 @@ def install_aggregation(topology: Topology, spec: AggregationJob, *, epoch: int 
     """
     resolved = resolve_job(spec, topology)
     schema = _schema()
-    with _clients(topology, resolved.switch_names, addresses, election_id) as clients:
+    with switch_clients(topology, resolved.switch_names, addresses, election_id) as clients:
         states = {name: installed_jobs(clients[name], schema, name) for name in resolved.switch_names}
         _check_free(spec, states)
         bases = {name: allocate_pool([(j.pool_base, j.pool_size) for j in jobs], spec.slots,
@@ -306,7 +287,7 @@ def remove_aggregation(topology: Topology, job: int | str, *, addresses: Mapping
     ``topology`` that runs rail_switch: exactly its entries and multicast groups."""
     schema = _schema()
     names = _aggregating_switches(topology)
-    with _clients(topology, names, addresses, election_id) as clients:
+    with switch_clients(topology, names, addresses, election_id) as clients:
         found = [j for n in names for j in installed_jobs(clients[n], schema, n) if _matches(j, job)]
         job_id, name = _one_job(job, found, names)
         removed: dict[str, int] = {}
@@ -325,7 +306,7 @@ def read_aggregation(topology: Topology, job: int | str | None = None, *,
     schema = _schema()
     names = _aggregating_switches(topology)
     out = []
-    with _clients(topology, names, addresses, election_id) as clients:
+    with switch_clients(topology, names, addresses, election_id) as clients:
         for n in names:
             jobs = installed_jobs(clients[n], schema, n)
             if job is not None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from controller.errors import ConfigError
 from controller.topology.model import Topology
+from controller.yamlfile import int_field, str_field
 
 __all__ = [
     "MAX_GROUP",
@@ -138,22 +139,8 @@ def _fail(source: str, key: str, value: Any, problem: str) -> ConfigError:
     return ConfigError(source, key, value, problem)
 
 
-def _int(source: str, key: str, value: Any, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(source, key, value, "expected an integer")
-    if not lo <= value <= hi:
-        raise _fail(source, key, value, f"must be in {lo}..{hi}")
-    return value
-
-
-def _str(source: str, key: str, value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise _fail(source, key, value, "expected a non-empty string")
-    return value
-
-
 def _name(source: str, value: Any) -> str:
-    name = _str(source, "name", value)
+    name = str_field(source, "name", value)
     if len(name) > MAX_NAME or not name.isprintable() or name.strip() != name:
         raise _fail(source, "name", value, f"expected at most {MAX_NAME} printable characters, "
                                            "without leading or trailing spaces")
@@ -178,9 +165,9 @@ def _workers(source: str, raw: Any) -> tuple[WorkerSpec, ...]:
         for key in _WORKER_KEYS:
             if key not in w:
                 raise _fail(source, f"{where}.{key}", None, "required key is missing")
-        spec = WorkerSpec(_int(source, f"{where}.rank", w["rank"], 0, 65535),
-                          _str(source, f"{where}.host", w["host"]),
-                          _int(source, f"{where}.rail", w["rail"], 0, 511))
+        spec = WorkerSpec(int_field(source, f"{where}.rank", w["rank"], 0, 65535),
+                          str_field(source, f"{where}.host", w["host"]),
+                          int_field(source, f"{where}.rail", w["rail"], 0, 511))
         if spec.rank in ranks:
             raise _fail(source, f"{where}.rank", spec.rank, f"rank already given to workers[{ranks[spec.rank]}]")
         if (spec.host, spec.rail) in nics:
@@ -211,7 +198,7 @@ def _shadows(source: str, raw: Any, workers: tuple[WorkerSpec, ...]) -> tuple[Sh
         for key in _SHADOW_KEYS:
             if key not in sh:
                 raise _fail(source, f"{where}.{key}", None, "required key is missing")
-        spec = ShadowSpec(_str(source, f"{where}.host", sh["host"]), _int(source, f"{where}.rail", sh["rail"], 0, 511))
+        spec = ShadowSpec(str_field(source, f"{where}.host", sh["host"]), int_field(source, f"{where}.rail", sh["rail"], 0, 511))
         if any(o.rail == spec.rail for o in out):
             raise _fail(source, f"{where}.rail", spec.rail, "that rail already has a shadow: one per rail")
         if (spec.host, spec.rail) in nics:
@@ -242,8 +229,8 @@ def parse_job(data: Any, source: str = "<job>") -> AggregationJob:
         if key not in data:
             raise _fail(source, key, None, "required key is missing")
     workers = _workers(source, data["workers"])
-    return AggregationJob(name=_name(source, data["name"]), job=_int(source, "job", data["job"], 1, 255),
-                          slots=_int(source, "slots", data.get("slots", 64), 1, MAX_SLOTS),
+    return AggregationJob(name=_name(source, data["name"]), job=int_field(source, "job", data["job"], 1, 255),
+                          slots=int_field(source, "slots", data.get("slots", 64), 1, MAX_SLOTS),
                           workers=workers, source=source, shadows=_shadows(source, data.get("shadows", []), workers))
 
 

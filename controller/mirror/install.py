@@ -9,14 +9,13 @@ and clone sessions, nothing else.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from p4.v1 import p4runtime_pb2
 
 from controller.errors import MlfabricError
-from controller.install import pipeline_schema
+from controller.install import pipeline_schema, switch_clients
 from controller.mirror.compile import MIRROR_SELECT, MirrorProgram, SwitchMirror
 from controller.p4runtime.client import P4ClientError, P4RuntimeClient
 from controller.p4runtime.entities import (
@@ -29,7 +28,6 @@ from controller.p4runtime.entities import (
     update,
 )
 from controller.p4runtime.schema import P4Schema
-from controller.topology.model import Topology
 
 __all__ = ["MirrorConflict", "MirrorRow", "install_mirror", "read_mirror", "remove_mirror"]
 
@@ -53,24 +51,6 @@ class MirrorRow:
 
 def _schema() -> P4Schema:
     return pipeline_schema("rail_switch")[0]
-
-
-@contextlib.contextmanager
-def _clients(topo: Topology, names: tuple[str, ...], addresses: Mapping[str, str] | None,
-             election_id: int) -> Iterator[dict[str, P4RuntimeClient]]:
-    clients: dict[str, P4RuntimeClient] = {}
-    try:
-        for name in names:
-            sw = topo.switch(name)
-            addr = (addresses or {}).get(name) or sw.grpc
-            if not addr:
-                raise MlfabricError(f"switch {name} has no gRPC address: run the emulation "
-                                    "(mlfabric fabric up) or give one in the topology")
-            clients[name] = P4RuntimeClient(addr, device_id=sw.device_id, election_id=election_id).connect()
-        yield clients
-    finally:
-        for c in clients.values():
-            c.close()
 
 
 def _clone_sessions(client: P4RuntimeClient, session: int) -> list[tuple[int, int]]:
@@ -136,7 +116,7 @@ def install_mirror(program: MirrorProgram, *, addresses: Mapping[str, str] | Non
                    election_id: int = 1) -> list[str]:
     """Install ``program`` on its switches; returns their names. All or nothing."""
     topo, schema = program.job.topology, _schema()
-    with _clients(topo, program.switch_names, addresses, election_id) as clients:
+    with switch_clients(topo, program.switch_names, addresses, election_id) as clients:
         done_already = {sw.switch: _check_free(sw.switch, sw, clients[sw.switch], schema)
                         for sw in program.switches}
         written: list[SwitchMirror] = []
@@ -163,7 +143,7 @@ def remove_mirror(program: MirrorProgram, *, addresses: Mapping[str, str] | None
     """Delete exactly ``program``'s entries and clone sessions; returns how many were deleted."""
     topo, schema = program.job.topology, _schema()
     removed = 0
-    with _clients(topo, program.switch_names, addresses, election_id) as clients:
+    with switch_clients(topo, program.switch_names, addresses, election_id) as clients:
         for sw in program.switches:
             ups = _delete_updates(sw, clients[sw.switch], schema)
             if ups:
@@ -177,7 +157,7 @@ def read_mirror(program: MirrorProgram, *, addresses: Mapping[str, str] | None =
     """The job's mirror_select entries as installed, with their direct counters."""
     topo, schema = program.job.topology, _schema()
     rows = []
-    with _clients(topo, program.switch_names, addresses, election_id) as clients:
+    with switch_clients(topo, program.switch_names, addresses, election_id) as clients:
         for sw in program.switches:
             keys = {rule_key(r) for r in sw.rules}
             client = clients[sw.switch]

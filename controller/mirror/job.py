@@ -25,6 +25,7 @@ from typing import Any
 
 from controller.errors import ConfigError
 from controller.topology.model import Topology
+from controller.yamlfile import int_field, str_field
 from workloads.checkmate.tagging import MAX_SESSION
 from workloads.errors import PlanError
 from workloads.plan import RING_KINDS, Layout, Rank, RingPlan, ring_plan
@@ -82,20 +83,6 @@ def _fail(source: str, key: str, value: Any, problem: str) -> ConfigError:
     return ConfigError(source, key, value, problem)
 
 
-def _int(source: str, key: str, value: Any, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(source, key, value, "expected an integer")
-    if not lo <= value <= hi:
-        raise _fail(source, key, value, f"must be in {lo}..{hi}")
-    return value
-
-
-def _str(source: str, key: str, value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise _fail(source, key, value, "expected a non-empty string")
-    return value
-
-
 def parse_job(data: Any, source: str = "<job>") -> JobSpec:
     """A :class:`JobSpec` from parsed YAML; structure only (see :func:`resolve_job`).
 
@@ -131,20 +118,20 @@ def parse_job(data: Any, source: str = "<job>") -> JobSpec:
         for key in sorted(_WORKER_KEYS):
             if key not in w:
                 raise _fail(source, f"{where}.{key}", None, "required key is missing")
-        workers.append(WorkerSpec(_int(source, f"{where}.rank", w["rank"], 0, 4095),
-                                  _str(source, f"{where}.host", w["host"]),
-                                  _int(source, f"{where}.rail", w["rail"], 0, 511)))
+        workers.append(WorkerSpec(int_field(source, f"{where}.rank", w["rank"], 0, 4095),
+                                  str_field(source, f"{where}.host", w["host"]),
+                                  int_field(source, f"{where}.rail", w["rail"], 0, 511)))
     ranks = sorted(w.rank for w in workers)
     if ranks != list(range(len(workers))):
         raise _fail(source, "workers", ranks, f"ranks must be 0..{len(workers) - 1}, each once")
     if len(workers) < 2:
         raise _fail(source, "workers", len(workers), "a data-parallel job needs at least 2 workers")
-    port = _int(source, "port", data.get("port", 7000), 1024, 65535)
+    port = int_field(source, "port", data.get("port", 7000), 1024, 65535)
     if port + 2 * len(workers) - 1 > 65535:
         raise _fail(source, "port", port, f"port + {2 * len(workers) - 1} exceeds 65535")
-    return JobSpec(name=_str(source, "name", data["name"]),
-                   session=_int(source, "session", data["session"], 0, MAX_SESSION),
-                   shadow=_str(source, "shadow", data["shadow"]), ring=ring, port=port,
+    return JobSpec(name=str_field(source, "name", data["name"]),
+                   session=int_field(source, "session", data["session"], 0, MAX_SESSION),
+                   shadow=str_field(source, "shadow", data["shadow"]), ring=ring, port=port,
                    workers=tuple(sorted(workers, key=lambda w: w.rank)), source=source)
 
 
