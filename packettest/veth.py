@@ -2,6 +2,12 @@
 
 The switch attaches to the ``s`` end, the test sends and receives on the ``t`` end through
 an AF_PACKET socket. IPv6 is disabled on both ends so that the kernel stays silent.
+
+Every frame the test sends leaves from one CPU. A veth hands a sent frame to its peer through
+the backlog of the CPU that sent it (``netif_rx``), and each CPU's backlog is drained by its
+own softirq: on a loaded machine that softirq is deferred to ``ksoftirqd``, and a frame sent
+after the thread moved to the other CPU reaches the switch first. Sent from one CPU, the
+frames queue in one backlog and arrive in the order they were sent, whatever the load.
 """
 
 from __future__ import annotations
@@ -10,7 +16,8 @@ import os
 import select
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from controller.errors import EmulationError
 from controller.netstate import NetRecord
@@ -39,6 +46,20 @@ def _wait_up(iface: str, timeout: float = 5.0) -> None:
         time.sleep(0.01)
 
 
+@contextmanager
+def on_one_cpu(cpu: int) -> Iterator[None]:
+    """The calling thread runs on ``cpu`` only, then goes back to the CPUs it had."""
+    allowed = os.sched_getaffinity(0)
+    if allowed == {cpu}:
+        yield
+        return
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
 class VethPorts:
     """Create veth pairs for ``ports``; :meth:`close` deletes them (so does the record)."""
 
@@ -46,6 +67,8 @@ class VethPorts:
         tag = prefix or f"pt{os.getpid() % 10000}"
         self.switch_ifaces: dict[int, str] = {}
         self._test_ports: dict[int, Port] = {}
+        #: the CPU every frame is sent from (see the module's docstring)
+        self.send_cpu = min(os.sched_getaffinity(0))
         try:
             for port in ports:
                 s, t = f"{tag}s{port}", f"{tag}t{port}"
@@ -69,7 +92,9 @@ class VethPorts:
         return self._test_ports[port].spec.iface
 
     def send(self, port: int, frame: bytes) -> None:
-        self._test_ports[port].send(frame)
+        """Send ``frame`` into the switch's ``port``, after every frame sent before it."""
+        with on_one_cpu(self.send_cpu):
+            self._test_ports[port].send(frame)
 
     def receive(self, port: int, timeout: float) -> bytes | None:
         """The next frame arriving on ``port`` within ``timeout`` seconds."""

@@ -104,11 +104,13 @@ class Port:
     def __init__(self, spec: PortSpec) -> None:
         self.spec = spec
         try:
-            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            # protocol 0: the socket takes no frame until it is bound to its interface (opened
+            # with ETH_P_ALL, it would queue every interface's frames until the bind)
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
         except OSError as exc:
             raise PacketIOError(f"cannot open a raw socket for {spec.iface}: {exc.strerror} (needs root)") from exc
         try:
-            sock.bind((spec.iface, 0))
+            sock.bind((spec.iface, ETH_P_ALL))
             ifindex = socket.if_nametoindex(spec.iface)
             mreq = struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b"")
             sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)

@@ -87,10 +87,6 @@ class Program:
     #: packet arrived, which a loaded machine does not guarantee; the Python target's pool
     #: is deterministic, so only the Python target is held to them
     phv_reuse: tuple[str, ...] = ()
-    #: stateful programs whose outcomes depend on the packets before: a packet expecting no
-    #: output is followed only once its switch went quiet (not at once), so that a switch
-    #: process has handled it before the next is sent
-    ordered: bool = False
 
     @property
     def program(self) -> str:
@@ -407,7 +403,7 @@ def agg_frame(worker: int, slot: int, values: tuple[int, ...], *, job: int = 7, 
 
 _AGG = "RailIngress.aggregate."
 RAIL_AGGREGATE = Program(
-    "rail_switch_aggregate", artifact="rail_switch", home=0, ordered=True,
+    "rail_switch_aggregate", artifact="rail_switch", home=0,
     rules=tuple(
         Rule(_AGG + "agg_workers", {"hdr.agg.job": "7", "hdr.ipv4.src_addr": f"10.0.0.{w + 1}"}, _AGG + "set_worker",
              {"worker_bit": 1 << w, "workers": 3, "pool_base": 8, "pool_size": 4, "mgid": 0x4007, "epoch": 5})
@@ -418,12 +414,11 @@ RAIL_AGGREGATE = Program(
     multicast=((0x4007, ((1, 1), (2, 2), (3, 3))),),
     # every request enters on port 1: a switch process keeps the order of one port's packets
     # only, and each outcome here depends on the ones before (the workers are told apart by
-    # their addresses; a duplicate's answer leaves by the port it came in). No duplicate of an
-    # incomplete round here: on the native engine as a process, that dropped packet was twice
-    # overtaken by the next one (test_aggregation_pipeline.py checks the drop, in order)
+    # their addresses; a duplicate's answer leaves by the port it came in)
     packets=(
         ("w0-first-absorbed", 1, agg_frame(0, 0, (1, -2, 3, 0x7FFFFFFF), exponent=130)),
         ("w1-adds-absorbed", 1, agg_frame(1, 0, (10, -20, 30, 1), exponent=140)),
+        ("w0-duplicate-of-incomplete-dropped", 1, agg_frame(0, 0, (1, -2, 3, 0x7FFFFFFF), exponent=130)),
         ("w2-completes-multicast", 1, agg_frame(2, 0, (100, -200, 300, 0), exponent=120)),
         ("w1-duplicate-answered-from-set", 1, agg_frame(1, 0, (10, -20, 30, 1), exponent=140)),
         ("w0-next-round-other-set-absorbed", 1, agg_frame(0, 0, (5,), flags=1)),

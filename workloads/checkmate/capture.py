@@ -70,9 +70,10 @@ class Capture:
         self.socks: list[socket.socket] = []
         try:
             for name in interfaces:
-                s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(_ETH_P_ALL))
+                # protocol 0 until bound: no other interface's frames queue in between
+                s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-                s.bind((name, 0))
+                s.bind((name, _ETH_P_ALL))
                 s.setblocking(False)
                 self.socks.append(s)
         except OSError:
