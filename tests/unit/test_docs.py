@@ -7,8 +7,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import itertools
 import re
 import shlex
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import pytest
@@ -36,31 +38,59 @@ def _code_lines(page: Path) -> list[str]:
 
 
 def _commands(prefix: str) -> list[tuple[Path, str]]:
+    """Every command line of the pages' code blocks starting with ``prefix``: a line ending in
+    a backslash or leaving a ``[`` open goes on with the next; two commands on one line (set
+    apart by two spaces) are two."""
     found = []
     for page in PAGES:
         if page.name == "cli.md":
             continue
-        for line in _code_lines(page):
-            line = re.sub(r"^(\$|#)\s+", "", line)
-            if line.startswith(f"{prefix} "):
-                found.append((page, line))
+        lines = [re.sub(r"^(\$|#)\s+", "", line) for line in _code_lines(page)]
+        for i, line in enumerate(lines):
+            if not line.startswith(f"{prefix} "):
+                continue
+            j = i
+            while (line.endswith("\\") or line.count("[") > line.count("]")) and j + 1 < len(lines):
+                j += 1
+                line = line.rstrip("\\") + " " + lines[j]
+            found += [(page, part) for part in re.split(rf"\s{{2,}}(?={prefix} )", line)]
     return found
 
 
-def _runnable(line: str) -> list[str] | None:
-    """The command's words, or None where the line shows a pattern rather than a command."""
+#: a placeholder (TOPOLOGY, FILE, N, US) stands for a value; 1 is one of every option's types
+_PLACEHOLDER = re.compile(r"^[A-Z][A-Z_]*$")
+
+
+def _variants(line: str) -> tuple[list[list[str]], bool] | None:
+    """The commands a line shows, and whether it goes on (``...``), or None where it cannot be
+    read as commands. A pattern becomes commands: ``[optional]`` parts are taken, ``<name>``
+    and PLACEHOLDERS become values, and each alternative of ``a|b|c`` is one command."""
     line = re.split(r"\s+#\s", line, maxsplit=1)[0]
     line = re.split(r"\s(?:\||&&|;|>|2>)\s?", line, maxsplit=1)[0].strip()
-    if any(mark in line for mark in ("...", "[", "<", "{", "$(")):
+    if "{" in line or "$(" in line:
         return None
+    partial = "..." in line
+    line = re.sub(r"<[^>]*>", "x", line.replace("[", " ").replace("]", " "))
     try:
         words = shlex.split(line)
     except ValueError:
         return None
-    if any("|" in w for w in words):  # alternatives: gen|check|show
+    words = [w for w in words if "..." not in w and w != "OPTIONS"]
+    words = ["1" if _PLACEHOLDER.match(w) and i > 1 else w for i, w in enumerate(words)]
+    first = [w.split("|")[0] for w in words]
+    variants = [first]
+    for i, w in enumerate(words):
+        for alternative in w.split("|")[1:]:
+            variants.append([*first[:i], alternative, *first[i + 1:]])
+    return variants, partial
+
+
+def _runnable(line: str) -> list[str] | None:
+    """The command's words, for a line that shows one command as printed (no pattern)."""
+    read = _variants(line)
+    if read is None or read[1] or len(read[0]) > 1 or re.search(r"[\[<]", line):
         return None
-    # a placeholder (TOPOLOGY, FILE, JOB) stands for any value
-    return [re.sub(r"^[A-Z][A-Z_]{2,}$", "x", w) for w in words]
+    return read[0][0]
 
 
 class _Refused(Exception):
@@ -87,21 +117,28 @@ def test_every_mlfabric_command_shown_parses() -> None:
     parser = build_parser()
     checked, refused = 0, []
     for page, line in _commands("mlfabric"):
-        argv = _runnable(line)
-        if argv is None:
-            continue
-        try:
-            args = _parse(parser, argv[1:])
-            rest = [w for w in getattr(args, "rest", []) if w != "--"]
-            if getattr(args, "command", None) == "experiment" and getattr(args, "name", None):
-                _parse(load_emulation_module(EXPERIMENT_MODULES[args.name]).build_parser(), rest)
-            elif getattr(args, "fabric_command", None) == "up":
-                _parse(load_emulation_module("fabric_up").build_parser(), rest)
-        except _Refused as exc:
-            refused.append(f"{page.relative_to(REPO)}: {line}: {exc}")
-        checked += 1
+        read = _variants(line)
+        assert read is not None, f"{page.relative_to(REPO)}: {line}: cannot be read as a command"
+        variants, partial = read
+        for argv in variants:
+            try:
+                _parse_all(parser, argv[1:])
+            except _Refused as exc:
+                if not (partial and "required" in str(exc)):  # '...': the rest is not shown
+                    refused.append(f"{page.relative_to(REPO)}: {line}: {' '.join(argv)}: {exc}")
+            checked += 1
     assert not refused, "\n".join(refused)
-    assert checked > 50, f"only {checked} commands checked: the extraction broke"
+    assert checked > 90, f"only {checked} commands checked: the extraction broke"
+
+
+def _parse_all(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """The CLI's parser, then an experiment's or ``fabric up``'s own with the rest."""
+    args = _parse(parser, argv)
+    rest = [w for w in getattr(args, "rest", []) if w != "--"]
+    if getattr(args, "command", None) == "experiment" and getattr(args, "name", None):
+        _parse(load_emulation_module(EXPERIMENT_MODULES[args.name]).build_parser(), rest)
+    elif getattr(args, "fabric_command", None) == "up":
+        _parse(load_emulation_module("fabric_up").build_parser(), rest)
 
 
 def test_every_make_target_shown_exists() -> None:
@@ -137,15 +174,37 @@ def test_readme_is_a_front_page() -> None:
         assert f"docs/{page.name}" in "\n".join(lines), f"the README does not link docs/{page.name}"
 
 
-#: README sections whose table comes from a committed run: every decimal figure in the table
-#: must be one of the run's own figures (to the digits shown), so that text and run cannot drift
-COMMITTED_RUNS = {"### Checkmate": "docs/checkmate-run.txt", "### TopoOpt": "docs/topoopt-run.txt",
-                  "### Open MPI on the fabric": "docs/collectives-run.txt",
-                  "### In-network aggregation": "docs/aggregation-run.txt"}
+#: tables that come from a committed run: (page, the text the table follows, the run). Every
+#: decimal figure in the first table after that text must be one of the run's own figures (to
+#: the digits shown), so that text and run cannot drift
+COMMITTED_TABLES = [
+    ("README.md", "### Checkmate", "docs/checkmate-run.txt"),
+    ("README.md", "### Reconfigurable fabrics", "docs/rotor-run.txt"),
+    ("README.md", "### TDTCP", "docs/tdtcp-run.txt"),
+    ("README.md", "### TopoOpt", "docs/topoopt-run.txt"),
+    ("README.md", "### Open MPI on the fabric", "docs/collectives-run.txt"),
+    ("README.md", "### In-network aggregation", "docs/aggregation-run.txt"),
+    ("docs/reconfigurable.md", "From `make run-rotor` (native engine", "docs/rotor-run.txt"),
+    ("docs/rotor-results.md", "## Python target (calendar queues)", "docs/rotor-run.txt"),
+    ("docs/tdtcp.md", "From `make run-tdtcp`, native engine", "docs/tdtcp-run.txt"),
+    ("docs/checkmate.md", "## What it measured", "docs/checkmate-run.txt"),
+    ("docs/topoopt.md", "## The experiment: `make run-topoopt`", "docs/topoopt-run.txt"),
+    ("docs/launch.md", "## The collectives experiment", "docs/collectives-run.txt"),
+    ("docs/aggregation.md", "## The experiment: `make run-aggregation`", "docs/aggregation-run.txt"),
+]
+#: prose and printed output that come from a committed run: (page, where it starts, where it
+#: ends (None: at the next heading), the run); every decimal figure in between must be one of
+#: the run's, and every line of a code block there a line of the run
+COMMITTED_TEXT = [
+    ("README.md", "### Rail-only (`make run`)", None, "docs/rail-only-run.txt"),
+    ("README.md", "its native engine), and ends with its verdicts", "The full output", "docs/rail-only-run.txt"),
+    ("docs/rail-only.md", "so both comparisons are **decided**", "**These figures are newer",
+     "docs/rail-only-run.txt"),
+]
 
 
-def _section(text: str, title: str) -> str:
-    start = text.index(title)
+def _section(text: str, start_at: str) -> str:
+    start = text.index(start_at)
     ends = [i for i in (text.find("\n### ", start + 4), text.find("\n## ", start + 4)) if i > 0]
     return text[start:min(ends)] if ends else text[start:]
 
@@ -154,11 +213,37 @@ def _decimals(text: str) -> list[str]:
     return re.findall(r"(?<![\d.])\d+\.\d+", text)
 
 
-@pytest.mark.parametrize(("title", "run"), COMMITTED_RUNS.items(), ids=list(COMMITTED_RUNS))
-def test_readme_figures_are_their_committed_runs(title: str, run: str) -> None:
-    rows = [line for line in _section((REPO / "README.md").read_text(), title).splitlines()
-            if line.startswith("|") and not line.startswith("| ---")][1:]
-    figures = [x for row in rows for x in _decimals(row)]
-    measured = _decimals((REPO / run).read_text())
-    drifted = [x for x in figures if not any(f"{float(r):.{len(x.split('.')[1])}f}" == x for r in measured)]
-    assert figures and not drifted, f"{title}: {drifted} are not in {run}"
+def _drifted(figures: list[str], run: str) -> list[str]:
+    measured = [Decimal(r) for r in _decimals((REPO / run).read_text())]
+    shown = {str(r.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
+             for r in measured for places in range(1, 5)}
+    return [x for x in figures if x not in shown]
+
+
+@pytest.mark.parametrize(("page", "start_at", "run"), COMMITTED_TABLES,
+                         ids=[f"{p}:{t}" for p, t, _ in COMMITTED_TABLES])
+def test_tables_are_their_committed_runs(page: str, start_at: str, run: str) -> None:
+    lines = _section((REPO / page).read_text(), start_at).splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    table = list(itertools.takewhile(lambda line: line.startswith("|"), lines[first:]))
+    figures = [x for row in table[2:] for x in _decimals(row)]
+    drifted = _drifted(figures, run)
+    assert figures and not drifted, f"{page}, {start_at}: {drifted} are not in {run}"
+
+
+@pytest.mark.parametrize(("page", "start_at", "end_at", "run"), COMMITTED_TEXT,
+                         ids=[f"{p}:{t}" for p, t, _, _ in COMMITTED_TEXT])
+def test_text_is_its_committed_run(page: str, start_at: str, end_at: str | None, run: str) -> None:
+    section = _section((REPO / page).read_text(), start_at)
+    if end_at is not None:
+        section = section[:section.index(end_at)]
+    blocks = section.split("```")
+    prose, code = "".join(blocks[0::2]), [line for b in blocks[1::2] for line in b.splitlines()[1:]]
+    prose = re.sub(r"\]\([^)]*\)", "]", prose)  # links' file names are not figures
+    figures = _decimals(prose)
+    drifted = _drifted(figures, run)
+    assert (figures or code) and not drifted, f"{page}, {start_at}: {drifted} are not in {run}"
+    lines = {line.strip() for line in (REPO / run).read_text().splitlines()}
+    missing = [line for line in code if line.strip() and "..." not in line and "<" not in line
+               and line.strip() not in lines]
+    assert not missing, f"{page}, {start_at}: printed lines not in {run}: {missing}"
