@@ -22,6 +22,9 @@ from controller.topology import rail_only
 from workloads.checkmate.model import ModelSpec
 from workloads.checkmate.optim import OptimizerSpec
 
+#: make test runs this module on both engines: clone sessions and mirrored traffic
+pytestmark = pytest.mark.both_engines
+
 checkmate_job = load_emulation_module("checkmate_job")
 fabric_net = load_emulation_module("fabric_net")
 

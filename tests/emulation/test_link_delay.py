@@ -14,6 +14,9 @@ from controller.emulation import load_emulation_module
 from controller.errors import EmulationError
 from controller.topology import rail_only
 
+#: make test runs this module on both engines: port delays
+pytestmark = pytest.mark.both_engines
+
 fabric_net = load_emulation_module("fabric_net")
 switch_engines = load_emulation_module("switch_engines")
 

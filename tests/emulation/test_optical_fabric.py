@@ -19,6 +19,9 @@ from controller.p4runtime.schema import P4Schema
 from controller.schedule import round_robin
 from controller.topology import optical
 
+#: make test runs this module on both engines: schedules and calendar queues
+pytestmark = pytest.mark.both_engines
+
 fabric_net = load_emulation_module("fabric_net")
 udp_probe_run = load_emulation_module("udp_probe_run")
 switch_engines = load_emulation_module("switch_engines")

@@ -16,6 +16,9 @@ from controller.topology import rail_only
 from workloads.driver import WorkerGroup
 from workloads.plan import Rank
 
+#: make test runs this module on both engines: forwarding under every GPU's collectives
+pytestmark = pytest.mark.both_engines
+
 
 @pytest.fixture
 def fabric(target_name: str, switch_engine: str | None, tmp_path: Path):

@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 from fabric_process import wait_until_published
 
+#: make test runs this module on both engines: the quick start, as a user on the fallback engine runs it
+pytestmark = pytest.mark.both_engines
+
 REPO = Path(__file__).resolve().parents[2]
 
 

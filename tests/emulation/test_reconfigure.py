@@ -17,6 +17,9 @@ from controller.reconfigure.apply import reconfigure
 from controller.schedule import one_shot, round_robin, slots, strobe_matching
 from controller.topology import optical
 
+#: make test runs this module on both engines: schedule changes under traffic
+pytestmark = pytest.mark.both_engines
+
 fabric_net = load_emulation_module("fabric_net")
 udp_probe_run = load_emulation_module("udp_probe_run")
 

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from controller.emulation import load_emulation_module
 from controller.netstate import state_dir
+
+#: make test runs this module on both engines: forwarding on a small fabric
+pytestmark = pytest.mark.both_engines
 
 
 def _switch_processes() -> list[str]:

@@ -6,10 +6,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from controller.emulation import load_emulation_module
 from controller.install import sync_fabric
 from controller.readiness import wait_for
 from controller.topology import rail_fat_tree
+
+#: make test runs this module on both engines: selector groups when a spine fails
+pytestmark = pytest.mark.both_engines
 
 FLOWS = 12  # UDP source ports per pair, so that ECMP spreads them over both spines
 ECHO = ("import socket,sys; s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.bind((sys.argv[1],9999))\n"

@@ -8,12 +8,17 @@ from __future__ import annotations
 import subprocess
 import time
 
+import pytest
+
 from controller.emulation import load_emulation_module
 from controller.schedule import round_robin
 from controller.schedule.clock import controller_now_us
 from controller.tdtcp.install import install_notifications
 from controller.tdtcp.ticker import Ticker
 from controller.topology import optical
+
+#: make test runs this module on both engines: the ToRs' notifications
+pytestmark = pytest.mark.both_engines
 
 fabric_net = load_emulation_module("fabric_net")
 
