@@ -60,6 +60,7 @@ def test_bad_input_is_rejected_before_anything_starts(tmp_path: Path, capsys) ->
 def test_sigterm_tears_down_and_keeps_what_finished(tmp_path: Path) -> None:
     """``kill`` (SIGTERM) unwinds the run as Ctrl-C does: no switch, veth or record left,
     and the iterations that finished are written, marked interrupted."""
+    import json
     import os
     import signal
     import subprocess
@@ -81,6 +82,10 @@ def test_sigterm_tears_down_and_keeps_what_finished(tmp_path: Path) -> None:
         if "rep 0 no checkpoint" in line:
             break
     time.sleep(1.0)
+    # the links this run made, from its own records (not every link on the machine)
+    made = [link for path in state_dir().glob(f"*-{proc.pid}-*.json")
+            for link in json.loads(path.read_text())["links"]]
+    assert made, "the running experiment recorded no links"
     proc.send_signal(signal.SIGTERM)
     rest, _ = proc.communicate(timeout=60)
     text = "".join(lines) + rest
@@ -90,6 +95,7 @@ def test_sigterm_tears_down_and_keeps_what_finished(tmp_path: Path) -> None:
     assert (out / "iterations.csv").exists()
     leftovers = [p.name for p in state_dir().glob(f"*-{proc.pid}-*.json")]
     assert not leftovers, f"records left behind: {leftovers}"
-    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    assert "s0-eth0" not in links and "rail0-eth" not in links
+    links = {line.split(":")[1].strip().split("@")[0]
+             for line in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout.splitlines()}
+    assert not links & set(made), f"links left behind: {sorted(links & set(made))}"
     assert not os.path.exists(f"/proc/{proc.pid}")
