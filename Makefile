@@ -76,7 +76,7 @@ p4c-samples: setup ## differential check of p4c's v1model samples on BMv2 and th
 	@$(PY) -m bench.p4c_samples --p4c $(P4C_SRC) $(P4C_ARGS)
 
 lint: setup ## ruff (make test runs it first)
-	@$(VENV)/bin/ruff check controller pybmv2 packettest workloads tests bench mininet
+	@$(VENV)/bin/ruff check mlfabric_base controller pybmv2 packettest workloads tests bench mininet
 
 typecheck: setup ## mypy (make test runs it first)
 	@$(VENV)/bin/mypy

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import machine
+from mlfabric_base.numbers import positive_float
 
 __all__ = ["kernel_tcp_goodput", "notification_latency", "tdtcp_goodput", "transport_vs_kernel_tcp"]
 
@@ -158,7 +159,7 @@ def notification_latency(target: str, seconds: float = 3.0) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.tdtcp_bench", description=(__doc__ or "").split("\n")[0])
-    p.add_argument("--mb", type=float, default=20.0)
+    p.add_argument("--mb", type=positive_float, default=20.0)
     p.add_argument("--runs", type=int, default=3)
     a = p.parse_args(argv)
     results = [transport_vs_kernel_tcp(a.mb, a.runs, mss=mss, ack_every=every)

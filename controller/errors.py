@@ -1,13 +1,14 @@
 """The exception hierarchy of the mlfabric control plane.
 
-Every error raised by ``controller`` derives from :class:`MlfabricError`. Messages name the
+Every error raised by ``controller`` derives from :class:`MlfabricError`
+(:mod:`mlfabric_base.errors`, shared with the workloads). Messages name the
 offending value (a file, a key, a switch, a field), so that the CLI can print them as they
 are, on one line.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from mlfabric_base.errors import ConfigError, MlfabricError
 
 __all__ = [
     "ConfigError",
@@ -18,31 +19,6 @@ __all__ = [
     "ReconfigurationError",
     "ToolchainMissing",
 ]
-
-
-class MlfabricError(Exception):
-    """Base class of every mlfabric error."""
-
-
-class ConfigError(MlfabricError):
-    """A topology, schedule or parameter file is invalid.
-
-    The message names the file, the key path and the offending value.
-    """
-
-    def __init__(self, file: str, key: str, value: Any, problem: str) -> None:
-        self.file, self.key, self.value, self.problem = file, key, value, problem
-        super().__init__(f"{file}: {key}: {problem}" + ("" if value is None else f" (got {_short(value)})"))
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    """``repr(value)``, cut to ``limit`` characters: an error line never carries a whole file.
-
-    >>> _short("x" * 100, limit=20)
-    "'xxxxxxxxxxxxxxx... (102 characters)"
-    """
-    shown = repr(value)
-    return shown if len(shown) <= limit else f"{shown[:limit - 4]}... ({len(shown)} characters)"
 
 
 class ToolchainMissing(MlfabricError):

@@ -31,7 +31,7 @@ from controller.errors import MlfabricError
 from controller.experiments.aggregation import LOSSY, AggregationSettings, aggregation_job
 from controller.experiments.aggregation_report import plot_aggregation, report
 from controller.experiments.cpu_use import breakdown_row, cpu_row
-from controller.experiments.fidelity import breaches
+from controller.experiments.fidelity import all_decided, breaches
 from controller.experiments.options import UNDECIDED_EXIT, add_common_options, experiment_parser
 from controller.experiments.rail_only import ExperimentConfig, fabrics_for
 from controller.experiments.results import (
@@ -45,6 +45,7 @@ from controller.p4build import pipeline_files
 from controller.p4runtime.client import P4RuntimeClient
 from controller.p4runtime.schema import P4Schema
 from controller.topology.model import Host, Topology
+from mlfabric_base.numbers import positive_float
 from workloads.aggregation.shadow import digest, rebuild
 from workloads.errors import WorkloadError
 
@@ -245,10 +246,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = experiment_parser("aggregation", __doc__)
     p.add_argument("--gpus", type=int, default=16, help="GPUs in all (servers x rails)")
     p.add_argument("--rails", type=int, default=4, help="GPUs per server = rails (1: one switch aggregates all)")
-    p.add_argument("--rate-mbps", type=float, default=1.0,
+    p.add_argument("--rate-mbps", type=positive_float, default=1.0,
                    help="NIC link rate (16 workers' Python clients, at about 30 us a packet, keep 2 cores under the "
                         "60%% fidelity limit at 1; at 2 they reach 60-66%%, at 10 90%%)")
-    p.add_argument("--nvlink-factor", type=float, default=8.0,
+    p.add_argument("--nvlink-factor", type=positive_float, default=8.0,
                    help="in-server (NVLink) bandwidth as a multiple of the NIC rate")
     p.add_argument("--sizes-kb", type=int, nargs="+", default=[256, 1024], help="all-reduce sizes per GPU, KiB")
     p.add_argument("--slots", type=int, default=64, help="the job's slot pool on each switch (its window)")
@@ -263,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run the in-network all-reduce with every Nth aggregation packet lost at each "
                         "worker's NIC, both ways (0: not); the kernel here has no netem or iptables to lose it on a link")
     add_common_options(p, "aggregation")
-    p.add_argument("--worker-timeout", type=float, default=30.0,
+    p.add_argument("--worker-timeout", type=positive_float, default=30.0,
                    help="seconds without progress before an all-reduce fails")
     return p
 
@@ -310,7 +311,7 @@ def main(argv: list[str]) -> int:
         return 130
     if any(not r["ok"] for r in rows):
         return 1
-    if a.require_decided and not all(v.decided for v in verdicts):
+    if a.require_decided and not all_decided(verdicts):
         _say("undecided: a fidelity monitor failed (--require-decided)")
         return UNDECIDED_EXIT
     return 0

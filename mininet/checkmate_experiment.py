@@ -66,6 +66,7 @@ from controller.experiments.checkmate_tuning import (
     tune,
 )
 from controller.experiments.cpu_use import cpu_row
+from controller.experiments.fidelity import all_decided
 from controller.experiments.options import UNDECIDED_EXIT, add_common_options, experiment_parser
 from controller.experiments.results import (
     interrupt_on_signals,
@@ -74,6 +75,7 @@ from controller.experiments.results import (
     write_csv,
 )
 from controller.mirror import compile_mirror, install_mirror, parse_job, resolve_job
+from mlfabric_base.numbers import nonnegative_float, positive_float, unit_fraction
 from workloads.checkmate.checkpoint import checkpoint_bytes
 from workloads.checkmate.model import ModelSpec, init_params, param_count
 from workloads.checkmate.optim import Optimizer, OptimizerSpec
@@ -253,26 +255,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = experiment_parser("checkmate", __doc__)
     p.add_argument("--servers", type=int, default=4,
                    help="worker servers (the shadow is one more, the checkpoint store another)")
-    p.add_argument("--storage-mbps", type=float, default=None,
+    p.add_argument("--storage-mbps", type=positive_float, default=None,
                    help="the checkpoint store's link (default: derived from --checkpoint-iterations)")
-    p.add_argument("--checkpoint-iterations", type=float, default=8.0,
+    p.add_argument("--checkpoint-iterations", type=positive_float, default=8.0,
                    help="the regime: persisting a checkpoint to the store takes this many iterations "
                         "(sets the store's link unless --storage-mbps is given)")
-    p.add_argument("--budget", type=float, default=0.05,
+    p.add_argument("--budget", type=unit_fraction, default=0.05,
                    help="the overhead budget to which CheckFreq's and Gemini's frequency is tuned (0.05: 5%%)")
     p.add_argument("--tune-rounds", type=int, default=4, help="tuning rounds per system at most")
     p.add_argument("--rails", type=int, default=2, help="GPUs per server = rails")
-    p.add_argument("--rate-mbps", type=float, default=100.0, help="NIC link rate")
+    p.add_argument("--rate-mbps", type=positive_float, default=100.0, help="NIC link rate")
     p.add_argument("--iterations", type=int, default=30, help="training iterations per run")
     p.add_argument("--hidden", type=int, default=256, help="hidden units of the MLP")
     p.add_argument("--batch", type=int, default=64, help="global batch")
     p.add_argument("--optimizer", choices=("sgd", "adam"), default="adam", help="the training optimizer")
-    p.add_argument("--lr", type=float, default=0.01, help="learning rate")
-    p.add_argument("--compute-ms", type=float, default=60.0,
+    p.add_argument("--lr", type=positive_float, default=0.01, help="learning rate")
+    p.add_argument("--compute-ms", type=nonnegative_float, default=60.0,
                    help="emulated accelerator time per iteration (the network is idle meanwhile)")
     p.add_argument("--checkpoint-every", type=int, nargs="+", default=[1],
                    help="the baselines' intervals compared at equal frequency (their tuned ones are added)")
-    p.add_argument("--mirror-loss", type=float, default=0.005,
+    p.add_argument("--mirror-loss", type=unit_fraction, default=0.005,
                    help="loss on the mirror path in one extra Checkmate run (0: no such run)")
     p.add_argument("--no-tuning", action="store_true", help="skip profiling and tuning the baselines")
     p.add_argument("--no-recovery", action="store_true", help="skip the kill-and-restore run")
@@ -320,7 +322,7 @@ def main(argv: list[str]) -> int:
         return 130
     if not all(r["ok"] for r in run.rows + run.tuning_rows):
         return 1
-    return UNDECIDED_EXIT if a.require_decided and not all(v.decided for v in judged) else 0
+    return UNDECIDED_EXIT if a.require_decided and not all_decided(judged) else 0
 
 
 @dataclasses.dataclass

@@ -12,13 +12,13 @@ from switch_engines import engines_text
 from controller.cli.output import format_table
 from controller.experiments.checkmate import (
     MIRROR,
-    OFF,
     SYSTEMS,
     CheckmateConfig,
     claims,
     configurations,
     loss_configuration,
     overhead,
+    overhead_verdicts,
     peer_host,
     replication,
     storage_host,
@@ -29,13 +29,12 @@ from controller.experiments.cpu_use import cpu_summary, cpu_verdict
 from controller.experiments.fidelity import (
     Verdict,
     fidelity_lines,
-    judge,
     undecided_note,
     verdicts_json,
 )
 from controller.experiments.results import config_json, write_csv, write_json
 
-__all__ = ["verdicts", "write_report"]
+__all__ = ["write_report"]
 
 
 def _replication_counts(rows: list[dict], events: list[dict]) -> dict[str, int]:
@@ -122,7 +121,7 @@ def write_report(cfg: CheckmateConfig, rows: list[dict], tuning_rows: list[dict]
         **{m: repeated_work([r for r in rows if r["config"] == f"{m} k={t.k}" and r["ok"]]) for m, t in tuned.items()}}
     summary["recovery"] = recovery
     summary["cpu"] = cpu_summary(rows)
-    judged = verdicts(rows, summary["overhead"])
+    judged = overhead_verdicts(rows, configs)
     decided = {v.comparison.removesuffix(" overhead"): v.decided for v in judged}
     summary["claims"] = claims(summary, decided)
     summary["fidelity"] = verdicts_json(judged)
@@ -188,20 +187,3 @@ def write_report(cfg: CheckmateConfig, rows: list[dict], tuning_rows: list[dict]
         plot_frequency(summary, out / "frequency.png",
                        title=f"checkpoint frequency vs overhead, {100 * cfg.budget:g}% budget" + note)
     return text, judged
-
-
-def verdicts(rows: list[dict], overheads: list[dict[str, Any]]) -> list[Verdict]:
-    """Each configuration's overhead against training without checkpoints, judged on the
-    blocks of iterations of both (one interval per block: its rows share its CPU use)."""
-    blocks = {(r["config"], r["rep"]): r for r in rows}
-    out = []
-    for o in overheads:
-        if o["config"] == OFF:
-            continue
-        ci = o["ratio_ci95"]
-        finding = (f"x{ci[0]:.3f} [{ci[1]:.3f}, {ci[2]:.3f}] the iteration time without checkpoints" if ci
-                   else f"x{o['ratio']:.3f} the iteration time without checkpoints" if o["ratio"]
-                   else "no run to compare")
-        measured = [r for (config, _), r in blocks.items() if config in (o["config"], OFF)]
-        out.append(judge(f"{o['config']} overhead", finding, measured))
-    return out

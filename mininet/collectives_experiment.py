@@ -31,7 +31,7 @@ from controller.errors import EmulationError, MlfabricError
 from controller.experiments.collectives import COLLECTIVES, PROJECT_OPS, CollectivesConfig
 from controller.experiments.collectives_report import plot_sizes, report
 from controller.experiments.cpu_use import breakdown_row, cpu_row
-from controller.experiments.fidelity import breaches, undecided_note
+from controller.experiments.fidelity import all_decided, breaches, undecided_note
 from controller.experiments.ompi_tuned import ALGORITHMS, default_algorithm, forced_mca
 from controller.experiments.options import UNDECIDED_EXIT, add_common_options, experiment_parser
 from controller.experiments.rail_only import FABRICS, fabrics_for
@@ -45,6 +45,7 @@ from controller.experiments.results import (
 from controller.launch.placement import place
 from controller.launch.runner import LaunchResult, kill_tagged
 from controller.topology.model import Topology
+from mlfabric_base.numbers import positive_float
 
 
 def _say(msg: str) -> None:
@@ -206,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = experiment_parser("collectives", __doc__)
     p.add_argument("--gpus", type=int, default=d.gpus, help="GPUs (ranks), rails x servers")
     p.add_argument("--rails", type=int, default=d.rails, help="rails (GPUs per server)")
-    p.add_argument("--rate-mbps", type=float, default=d.rate_mbps, help="every NIC's rate, Mbit/s")
+    p.add_argument("--rate-mbps", type=positive_float, default=d.rate_mbps, help="every NIC's rate, Mbit/s")
     p.add_argument("--sizes-kb", type=int, nargs="+", default=list(d.sizes_kb), help="each rank's buffer, KiB")
     p.add_argument("--forced-allreduce", choices=list(ALGORITHMS["allreduce"].values()), default=d.forced[0],
                    help="the allreduce algorithm of the forced Open MPI run")
@@ -263,7 +264,7 @@ def main(argv: list[str]) -> int:
     _say(f"wrote {out}/iterations.csv, summary.json, table.txt, collectives.png")
     if any(not r["ok"] for r in rows):
         return 1
-    if a.require_decided and not all(v.decided for v in verdicts):
+    if a.require_decided and not all_decided(verdicts):
         _say("undecided: a fidelity monitor failed (--require-decided)")
         return UNDECIDED_EXIT
     return 0

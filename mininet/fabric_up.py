@@ -34,6 +34,7 @@ from controller.experiments.results import new_results_dir
 from controller.schedule import load_schedule
 from controller.switch_process import LOG_LEVELS
 from controller.topology import load_topology
+from mlfabric_base.numbers import positive_float
 
 
 class FabricStopped(SystemExit):
@@ -58,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source-routing", action="store_true",
                    help="traffic from NIC r leaves through NIC r (a fat-tree's direct cross-rail path)")
     p.add_argument("--cli", action="store_true", help="open Mininet's CLI instead of waiting")
-    p.add_argument("--for", dest="duration", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--for", dest="duration", type=positive_float, default=None, help="stop after this many seconds")
     p.add_argument("--run-dir", type=Path, default=None,
                    help="this run's folder, for logs/ and pcaps/ (default: results/fabric-TOPOLOGY-TIME)")
     p.add_argument("--pcap", action="store_true",

@@ -25,6 +25,7 @@ from switch_engines import engines_text, fabric_engines
 
 from controller.cli.output import format_table
 from controller.errors import MlfabricError
+from controller.experiments.comparisons import Side, judge_ratio
 from controller.experiments.cpu_use import (
     breakdown_row,
     breakdown_summary,
@@ -34,9 +35,9 @@ from controller.experiments.cpu_use import (
 )
 from controller.experiments.fidelity import (
     Verdict,
+    all_decided,
     breaches,
     fidelity_lines,
-    judge,
     undecided_note,
     verdicts_json,
 )
@@ -49,9 +50,7 @@ from controller.experiments.rail_only import (
     emulated_bill,
     fabrics_for,
     model_times,
-    ratio_spread,
     summarize,
-    verdict,
 )
 from controller.experiments.results import (
     config_json,
@@ -70,6 +69,7 @@ from controller.p4runtime.schema import P4Schema
 from controller.topology import load_topology
 from controller.topology.generators import UPLINK_ROUTINGS
 from controller.topology.model import JUMBO_MTU, Topology
+from mlfabric_base.numbers import nonnegative_float, positive_float
 from workloads.config import CLUSTER_TCP_CONGESTION
 from workloads.plan import ALLTOALL_SCHEDULES
 
@@ -201,16 +201,16 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
 COMPARISONS = {"allreduce": ("allreduce", "allreduce"), "alltoall": ("hier_alltoall", "alltoall")}
 
 
-def _verdicts(rows: list[dict], spreads: dict[str, dict[str, float]]) -> dict[str, Verdict]:
-    """Each comparison's verdict: what its ratio's interval says, if every collective it
-    rests on ran with the machine and the switches within their fidelity limits."""
-    out = {}
+def _verdicts(rows: list[dict]) -> tuple[dict[str, Verdict], dict[str, dict[str, float]]]:
+    """Each comparison's verdict and its ratio's spread, paired by iteration (the one rule:
+    :func:`controller.experiments.comparisons.judge_ratio`)."""
+    out, spreads = {}, {}
     for name, (mine, theirs) in COMPARISONS.items():
-        said = verdict(spreads[name])
-        finding = f"rail-only is {said}" if said not in ("spread too large to tell", "too few runs to tell") else said
-        measured = [r for r in rows if (r["fabric"], r["op"]) in (("rail-only", mine), ("fat-tree", theirs))]
-        out[name] = judge(name, finding, measured)
-    return out
+        out[name], spreads[name] = judge_ratio(
+            name, "rail-only is",
+            Side(f"rail-only {mine}", [r for r in rows if (r["fabric"], r["op"]) == ("rail-only", mine)]),
+            Side(f"fat-tree {theirs}", [r for r in rows if (r["fabric"], r["op"]) == ("fat-tree", theirs)]))
+    return out, spreads
 
 
 def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict], infos: dict,
@@ -239,9 +239,7 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
         f" {cfg.iterations} iterations",
         "", format_table(fabric_rows), "", format_table(coll_rows), "",
     ]
-    spreads = {name: ratio_spread(rows, ("rail-only", mine), ("fat-tree", theirs))
-               for name, (mine, theirs) in COMPARISONS.items()}
-    verdicts = _verdicts(rows, spreads)
+    verdicts, spreads = _verdicts(rows)
 
     def spread_text(name: str) -> str:
         sp = spreads[name]
@@ -266,10 +264,6 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
                          f"work (veths, TCP receive, shaping) and the rest {b['rest_cores']:.2f}")
         if (infos.get(f) or {}).get("tcp"):
             lines.append(f"the hosts' TCP, {f}: {TcpStats(**infos[f]['tcp']).text()}")
-    for name, sp in spreads.items():
-        if sp["n"] and verdicts[name].decided and verdict(sp) == "spread too large to tell":
-            lines.append(f"warning: the {name} ratio's spread is too large to support a conclusion; "
-                         "run more iterations (--iterations)")
     lines += fidelity_lines(list(verdicts.values()))
     ratios = {**ratios, **{f"{k}_spread": v for k, v in spreads.items()}}
     text = "\n".join(lines)
@@ -286,10 +280,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=int, default=16, help="GPUs in all (servers x rails)")
     p.add_argument("--rails", type=int, default=4, help="GPUs per server = rails")
     p.add_argument("--topology", type=Path, help="a rail-only topology file to use instead of generating one")
-    p.add_argument("--rate-mbps", type=float, default=16.0,
+    p.add_argument("--rate-mbps", type=positive_float, default=16.0,
                    help="NIC link rate (each collective's line reports the switches' and the machine's CPU use; "
                         "the default is what a 2-core machine carries under its 60%% fidelity limit)")
-    p.add_argument("--nvlink-factor", type=float, default=8.0,
+    p.add_argument("--nvlink-factor", type=positive_float, default=8.0,
                    help="in-server (NVLink) bandwidth as a multiple of the NIC rate")
     p.add_argument("--iterations", type=int, default=8, help="repetitions of each collective (>= 2 for a spread)")
     p.add_argument("--warmup", type=int, default=3,
@@ -297,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "hierarchical all-to-all still sped up by 12%% over the first 6 iterations)")
     p.add_argument("--allreduce-kb", type=int, default=2048, help="all-reduce size per GPU, KiB")
     p.add_argument("--alltoall-kb", type=int, default=2048, help="all-to-all size per GPU, KiB")
-    p.add_argument("--compute-ms", type=float, default=50.0,
+    p.add_argument("--compute-ms", type=nonnegative_float, default=50.0,
                    help="compute time per iteration in the iteration-time estimate")
     p.add_argument("--spines", type=int, default=2, help="spine switches of the fat-tree baseline")
     p.add_argument("--fat-tree-routing", choices=UPLINK_ROUTINGS, default="ecmp",
@@ -310,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "each round waits for its receive, and the direct all-to-all's NICs idle half the time)")
     p.add_argument("--tcp-congestion", default=CLUSTER_TCP_CONGESTION,
                    help="every worker connection's congestion control (\"\": the machine's default)")
-    p.add_argument("--tcp-rto-min-ms", type=float, default=1000.0,
+    p.add_argument("--tcp-rto-min-ms", type=nonnegative_float, default=1000.0,
                    help="the hosts' minimum retransmission timeout, ms (0: the kernel's 200). The emulated links "
                         "are thousands of times slower than a cluster's, so their queues hold hundreds of ms: "
                         "with 200 ms, a concurrent all-to-all at 16 Mbit/s fires hundreds of spurious timeouts a "
@@ -322,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "emulation's cost is per frame)")
     add_common_options(p, "rail-only")
     p.add_argument("--fail-rail", type=int, default=None, help="kill this rail's switch before the last iteration")
-    p.add_argument("--worker-timeout", type=float, default=15.0,
+    p.add_argument("--worker-timeout", type=positive_float, default=15.0,
                    help="seconds without progress before a collective fails (a dead peer or path)")
     return p
 
@@ -373,7 +367,7 @@ def main(argv: list[str]) -> int:
     failed = [r for r in rows if not r["ok"]]
     if failed and cfg.fail_rail is None:
         return 1
-    if a.require_decided and not all(v.decided for v in verdicts):
+    if a.require_decided and not all_decided(verdicts):
         _say("undecided: a fidelity monitor failed (--require-decided)")
         return UNDECIDED_EXIT
     return 0

@@ -32,9 +32,8 @@ from switch_engines import engines_text, fabric_engines
 from controller.errors import ConfigError, MlfabricError
 from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
 from controller.experiments.fidelity import (
-    Verdict,
+    all_decided,
     fidelity_lines,
-    judge,
     undecided_note,
     verdicts_json,
 )
@@ -60,10 +59,11 @@ from controller.experiments.rotor_analysis import (
     analyze_run,
     summarize_allreduce,
 )
-from controller.experiments.rotor_report import report
+from controller.experiments.rotor_report import report, verdicts
 from controller.schedule.install import install_schedule
 from controller.topology import optical
 from controller.topology.model import ETHERNET_MTU
+from mlfabric_base.numbers import finite_floats, positive_float
 from workloads.config import CLUSTER_TCP_CONGESTION
 from workloads.driver import WorkerGroup
 from workloads.errors import WorkloadError
@@ -212,7 +212,7 @@ def _write(cfg: RotorConfig, out: Path, points: list[Point], runs: list[dict[str
     expected = {p.routing: allreduce_expectation(cfg, p) for p in (dataclasses.replace(ref, routing=r) for r in ROUTINGS)}
     text = report(cfg, rows, summary, expected, interrupted=interrupted)
     cpu = cpu_summary([*runs, *allreduce])
-    judged = verdicts(runs, allreduce)
+    judged = verdicts(points, runs, allreduce)
     text += f"\nswitch CPU: {cpu_verdict(cpu)}\n" + "\n".join(fidelity_lines(judged))
     (out / "table.txt").write_text(text + "\n")
     write_csv(out / "runs.csv", _csv_rows(runs))
@@ -228,13 +228,6 @@ def _write(cfg: RotorConfig, out: Path, points: list[Point], runs: list[dict[str
     return text
 
 
-def verdicts(runs: list[dict[str, Any]], allreduce: list[dict[str, Any]]) -> list[Verdict]:
-    """The throughput and delay figures against their expectations, and the ring all-reduce
-    by routing, each judged on the runs it rests on."""
-    return [judge("throughput and delay vs expectation", "see the table above", runs),
-            judge("ring all-reduce, direct vs VLB", "see the table above", allreduce)]
-
-
 def parse_config(argv: list[str]) -> tuple[RotorConfig, Path | None, bool, bool]:
     """The configuration, the results folder, whether only to rewrite its report and whether
     the run must be decided."""
@@ -248,17 +241,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = experiment_parser("rotor", __doc__)
     add_common_options(p, "rotor", repetitions=3)
     p.add_argument("--racks", type=int, default=4, help="racks (ToRs), >= 4")
-    p.add_argument("--seconds", type=float, default=1.0, help="seconds per offered-load level")
-    p.add_argument("--slices-ms", type=_floats, default=(16.0, 32.0, 64.0), help="slice sweep, e.g. 16,32,64")
-    p.add_argument("--reference-slice-ms", type=float, default=32.0,
+    p.add_argument("--seconds", type=positive_float, default=1.0, help="seconds per offered-load level")
+    p.add_argument("--slices-ms", type=finite_floats, default=(16.0, 32.0, 64.0), help="slice sweep, e.g. 16,32,64")
+    p.add_argument("--reference-slice-ms", type=positive_float, default=32.0,
                    help="the slice of the duty-cycle sweep and of the other runs")
-    p.add_argument("--nights-ms", type=_floats, default=None, help="duty-cycle sweep: nights at the reference slice")
-    p.add_argument("--duty-cycles", type=_floats, default=None, help="or the duty cycles themselves, e.g. 0.8,0.67,0.5 (nights rounded to 0.1 ms)")
+    p.add_argument("--nights-ms", type=finite_floats, default=None, help="duty-cycle sweep: nights at the reference slice")
+    p.add_argument("--duty-cycles", type=finite_floats, default=None, help="or the duty cycles themselves, e.g. 0.8,0.67,0.5 (nights rounded to 0.1 ms)")
     p.add_argument("--patterns", default="hot-pair,permutation,all-to-all",
                    help="traffic patterns, comma separated")
-    p.add_argument("--levels", type=_floats, default=(0.1, 0.25, 0.5, 0.75, 1.0),
+    p.add_argument("--levels", type=finite_floats, default=(0.1, 0.25, 0.5, 0.75, 1.0),
                    help="offered load per source, fractions of the link rate (the first is the delay probe)")
-    p.add_argument("--rate-mbps", type=float, default=10.0,
+    p.add_argument("--rate-mbps", type=positive_float, default=10.0,
                    help="circuit link rate (the switches pace their ports to it; up to 50)")
     p.add_argument("--allreduce-kb", type=int, default=384, help="ring all-reduce size, KiB")
     p.add_argument("--allreduce-iterations", type=int, default=3, help="all-reduces per run")
@@ -293,13 +286,6 @@ def _stored_config(path: Path) -> RotorConfig:
     except (OSError, ValueError, KeyError) as exc:
         raise ConfigError(str(path), "config", None, f"not a rotor results file: {exc}") from exc
     return RotorConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
-
-
-def _floats(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(x) for x in text.split(",") if x)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"a comma-separated list of numbers, got {text!r}") from exc
 
 
 def main(argv: list[str]) -> int:
@@ -367,7 +353,7 @@ def main(argv: list[str]) -> int:
          f"({time.monotonic() - t_start:.0f} s)")
     if interrupted:
         return 130
-    return UNDECIDED_EXIT if require_decided and not all(v.decided for v in verdicts(runs, allreduce)) else 0
+    return UNDECIDED_EXIT if require_decided and not all_decided(verdicts(points, runs, allreduce)) else 0
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from switch_engines import engines_text, fabric_engines
 
 from controller.errors import ConfigError, MlfabricError
 from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
-from controller.experiments.fidelity import Verdict, fidelity_lines, judge, verdicts_json
+from controller.experiments.fidelity import all_decided, fidelity_lines, verdicts_json
 from controller.experiments.options import UNDECIDED_EXIT, add_common_options, experiment_parser
 from controller.experiments.results import (
     config_json,
@@ -46,9 +46,10 @@ from controller.experiments.tdtcp import (
     schedule,
     switch_args,
 )
-from controller.experiments.tdtcp_report import notification_latencies, report
+from controller.experiments.tdtcp_report import notification_latencies, report, verdicts
 from controller.tdtcp.install import install_notifications
 from controller.tdtcp.ticker import Ticker
+from mlfabric_base.numbers import nonnegative_float, parse_finite, positive_float
 
 __all__ = ["main"]
 
@@ -62,7 +63,7 @@ def _say(msg: str) -> None:
 def _tdn(text: str) -> Tdn:
     rate, sep, delay = text.partition("/")
     try:
-        return Tdn(float(rate), int(delay) if sep else 0)
+        return Tdn(parse_finite(rate), int(delay) if sep else 0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"bad TDN {text!r}: expected RATE_MBPS/DELAY_US") from None
 
@@ -70,9 +71,9 @@ def _tdn(text: str) -> Tdn:
 def build_parser() -> argparse.ArgumentParser:
     p = experiment_parser("tdtcp", __doc__)
     add_common_options(p, "tdtcp", repetitions=3)
-    p.add_argument("--seconds", type=float, default=8.0, help="length of each transfer")
-    p.add_argument("--day-ms", type=float, default=20.0, help="how long each TDN's circuit holds")
-    p.add_argument("--gap-ms", type=float, default=1.0, help="darkness between the TDNs")
+    p.add_argument("--seconds", type=positive_float, default=8.0, help="length of each transfer")
+    p.add_argument("--day-ms", type=positive_float, default=20.0, help="how long each TDN's circuit holds")
+    p.add_argument("--gap-ms", type=nonnegative_float, default=1.0, help="darkness between the TDNs")
     p.add_argument("--fast", type=_tdn, default=Tdn(40.0, 500), help="the fast TDN: RATE_MBPS/DELAY_US")
     p.add_argument("--slow", type=_tdn, default=Tdn(5.0, 2500), help="the slow TDN: RATE_MBPS/DELAY_US")
     p.add_argument("--transports", default=",".join(TRANSPORTS), help="among tdtcp, single, cubic")
@@ -87,17 +88,6 @@ def parse_config(argv: list[str]) -> tuple[TdtcpConfig, Path | None, bool]:
                       day_ms=a.day_ms, gap_ms=a.gap_ms, fast=a.fast, slow=a.slow,
                       transports=tuple(t for t in a.transports.split(",") if t))
     return cfg, a.out, a.require_decided
-
-
-def verdicts(cfg: TdtcpConfig, runs: list[dict[str, Any]], summary: dict[str, Any]) -> list[Verdict]:
-    """The first transport's goodput against each other one's, judged on both's transfers."""
-    first = cfg.transports[0]
-    out = []
-    for other in cfg.transports[1:]:
-        ratio = summary.get(first, {}).get(f"vs_{other}")
-        finding = f"{first} {ratio:.2f}x the goodput of {other}" if ratio else "no transfer to compare"
-        out.append(judge(f"{first} vs {other}", finding, [r for r in runs if r.get("transport") in (first, other)]))
-    return out
 
 
 def _reap(procs: list[subprocess.Popen]) -> None:
@@ -240,7 +230,7 @@ def main(argv: list[str]) -> int:
         _say(interrupted)
     text, summary, figure = report(cfg, runs, out)
     cpu = cpu_summary(runs)
-    judged = verdicts(cfg, runs, summary)
+    judged = verdicts(cfg, runs)
     text += f"\nswitch CPU: {cpu_verdict(cpu)}\n" + "\n".join(fidelity_lines(judged))
     write_run(out, text, {"config": config_json(cfg), "summary": summary, "runs": runs, "interrupted": interrupted,
                           "cpu": cpu, "notification_latency_us": notification_latencies(runs),
@@ -250,7 +240,7 @@ def main(argv: list[str]) -> int:
     _say(f"wrote {out}/results.json, runs.csv, table.txt, {figure.name} ({time.monotonic() - t_start:.0f} s)")
     if interrupted:
         return 130
-    return UNDECIDED_EXIT if require_decided and not all(v.decided for v in judged) else 0
+    return UNDECIDED_EXIT if require_decided and not all_decided(judged) else 0
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from switch_engines import engines_text, fabric_engines
 
 from controller.errors import ConfigError, MlfabricError
 from controller.experiments.cpu_use import cpu_row
+from controller.experiments.fidelity import all_decided
 from controller.experiments.options import UNDECIDED_EXIT, add_common_options, experiment_parser
 from controller.experiments.results import (
     config_json,
@@ -45,6 +46,7 @@ from controller.experiments.topoopt import (
 )
 from controller.experiments.topoopt_report import report, same_fabric
 from controller.topology.model import Topology
+from mlfabric_base.numbers import positive_float
 from workloads.config import CLUSTER_TCP_CONGESTION
 from workloads.driver import WorkerGroup
 from workloads.errors import WorkloadError
@@ -67,10 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--servers", type=int, default=None, help="run the jobs on this many servers (default: their own)")
     p.add_argument("--degrees", default=None,
                    help="comma-separated TopoOpt degrees (NICs per server); default 3,4, or 4 with --duplex")
-    p.add_argument("--rate-mbps", type=float, default=5.0,
+    p.add_argument("--rate-mbps", type=positive_float, default=5.0,
                    help="each TopoOpt NIC; the fat-trees' one NIC gets d x this (equal bandwidth) and d x this / "
                         "the cost ratio (equal cost)")
-    p.add_argument("--cost-ratio", type=float, default=3.2,
+    p.add_argument("--cost-ratio", type=positive_float, default=3.2,
                    help="an ideal switch's cost over TopoOpt's at equal bandwidth (the paper: about 3.2)")
     p.add_argument("--fat-tree-radix", type=int, default=8,
                    help="the fat-trees' switch radix: leaves of radix/2 servers under 2 spines; 0: one leaf for all")
@@ -223,7 +225,7 @@ def main(argv: list[str]) -> int:
          f"({time.monotonic() - t0:.0f} s)")
     if interrupted:
         return 130
-    return UNDECIDED_EXIT if require_decided and not all(v.decided for v in judged) else 0
+    return UNDECIDED_EXIT if require_decided and not all_decided(judged) else 0
 
 
 if __name__ == "__main__":

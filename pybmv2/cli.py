@@ -17,6 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from mlfabric_base.numbers import parse_finite, positive_float
 from pybmv2.daemon import ENGINES
 from pybmv2.errors import TargetError
 
@@ -42,9 +43,13 @@ def log_level(args: argparse.Namespace) -> str:
 
 def _port_rate(text: str) -> tuple[int, float]:
     port, sep, rate = text.partition(":")
-    if not sep or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"bad --queue-rate-port {text!r}: expected PORT:PPS")
-    return int(port), float(rate)
+    try:
+        pps = parse_finite(rate) if sep and port.isdigit() else -1.0
+    except ValueError:
+        pps = -1.0
+    if pps <= 0:
+        raise argparse.ArgumentTypeError(f"bad --queue-rate-port {text!r}: expected PORT:PPS, PPS a finite number > 0")
+    return int(port), pps
 
 
 def _port_delay(text: str) -> tuple[int, int]:
@@ -77,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "only start-up and control-plane events")
     p.add_argument("--thrift-port", type=int, default=None, help="ignored: this target has no Thrift server")
     p.add_argument("--queue-depth", type=int, default=None, help="egress queue depth in packets (default 64)")
-    p.add_argument("--queue-rate", type=float, default=None, help="egress rate of every port, packets/s")
+    p.add_argument("--queue-rate", type=positive_float, default=None, help="egress rate of every port, packets/s")
     p.add_argument("--queue-rate-port", type=_port_rate, action="append", default=[], metavar="PORT:PPS")
     p.add_argument("--port-delay", type=_port_delay, action="append", default=[], metavar="PORT:US",
                    help="extension (not in BMv2): delay every frame this port transmits by US microseconds, "

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlfabric_base.errors import refuse_nonfinite
 from workloads.errors import ConfigError, PlanError
 from workloads.plan import MESH_KINDS, Layout, Rank
 
@@ -63,7 +64,7 @@ class WorkloadConfig:
     >>> WorkloadConfig.from_dict({**cfg.to_dict(), "colour": 1})
     Traceback (most recent call last):
     ...
-    controller.errors.ConfigError: <dict>: colour: unknown key (got 1)
+    mlfabric_base.errors.ConfigError: <dict>: colour: unknown key (got 1)
     """
 
     layout: Layout
@@ -77,6 +78,7 @@ class WorkloadConfig:
     tcp_congestion: str = ""
 
     def __post_init__(self) -> None:
+        refuse_nonfinite("<config>", self)
         if self.start_timeout_s <= 0:
             object.__setattr__(self, "start_timeout_s", self.timeout_s)
         if self.mesh not in MESH_KINDS:

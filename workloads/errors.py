@@ -1,14 +1,14 @@
 """The exception hierarchy of the host-side workloads.
 
 Every error derives from :class:`WorkloadError`, itself an
-:class:`controller.errors.MlfabricError`, so that the CLI and the experiment runner handle
+:class:`mlfabric_base.errors.MlfabricError`, so that the CLI and the experiment runner handle
 them like any other mlfabric error. Messages name the rank, its address and the operation,
 on one line.
 """
 
 from __future__ import annotations
 
-from controller.errors import ConfigError, MlfabricError
+from mlfabric_base.errors import ConfigError, MlfabricError
 
 __all__ = [
     "CommandError",

@@ -28,7 +28,9 @@ import sys
 import time
 from collections.abc import Sequence
 
-__all__ = ["HEADER", "PORT", "main", "receive", "send"]
+from mlfabric_base.numbers import nonnegative_float, parse_finite, positive_float
+
+__all__ = ["HEADER", "PORT", "build_parser", "main", "receive", "send"]
 
 PORT = 9100
 #: source id, sequence number, level, send time (monotonic seconds)
@@ -99,25 +101,29 @@ def receive(bind: str, *, seconds: float, idle: float) -> list[list[float]]:
 def _levels(text: str) -> list[tuple[float, float]]:
     """``"100:1.5,200:1"`` -> ``[(100.0, 1.5), (200.0, 1.0)]``."""
     try:
-        return [(float(p), float(t)) for p, t in (item.split(":") for item in text.split(","))]
+        return [(parse_finite(p), parse_finite(t)) for p, t in (item.split(":") for item in text.split(","))]
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"levels are PPS:SECONDS[,PPS:SECONDS...], got {text!r}") from exc
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m workloads.paced_udp", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="role", required=True)
     r = sub.add_parser("recv")
     r.add_argument("bind")
-    r.add_argument("--seconds", type=float, required=True, help="listen at least this long")
-    r.add_argument("--idle", type=float, default=1.0, help="then stop after this long without a datagram")
+    r.add_argument("--seconds", type=positive_float, required=True, help="listen at least this long")
+    r.add_argument("--idle", type=nonnegative_float, default=1.0, help="then stop after this long without a datagram")
     s = sub.add_parser("send")
     s.add_argument("src_id", type=int)
     s.add_argument("dsts", help="destination addresses, comma-separated (used in turn)")
     s.add_argument("--levels", type=_levels, required=True, metavar="PPS:S[,PPS:S...]",
                    help="offered loads in turn: datagrams a second and for how long")
     s.add_argument("--size", type=int, default=1000, help="UDP payload bytes (>= 16)")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
     if a.role == "recv":
         print(json.dumps({"rows": receive(a.bind, seconds=a.seconds, idle=a.idle)}))
     else:

@@ -20,7 +20,9 @@ import sys
 import time
 from collections.abc import Sequence
 
-__all__ = ["PORT", "main", "receive", "send"]
+from mlfabric_base.numbers import nonnegative_float, positive_float
+
+__all__ = ["PORT", "build_parser", "main", "receive", "send"]
 
 PORT = 9000
 #: the receiver's socket buffer (the kernel caps it at net.core.rmem_max)
@@ -59,17 +61,21 @@ def receive(bind: str, idle: float) -> list[tuple[int, float]]:
     return got
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m workloads.udp_probe", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="role", required=True)
     r = sub.add_parser("recv")
     r.add_argument("bind")
-    r.add_argument("--idle", type=float, default=1.0)
+    r.add_argument("--idle", type=nonnegative_float, default=1.0)
     s = sub.add_parser("send")
     s.add_argument("dst")
-    s.add_argument("--seconds", type=float, required=True)
-    s.add_argument("--gap", type=float, default=0.002)
-    a = p.parse_args(argv)
+    s.add_argument("--seconds", type=positive_float, required=True)
+    s.add_argument("--gap", type=nonnegative_float, default=0.002)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
     out = receive(a.bind, a.idle) if a.role == "recv" else send(a.dst, a.seconds, a.gap)
     print(json.dumps(out))
     return 0

@@ -218,7 +218,7 @@ def parse_job(data: Any, source: str = "<job>") -> AggregationJob:
     >>> parse_job({"name": "j", "job": 300, "workers": two})
     Traceback (most recent call last):
     ...
-    controller.errors.ConfigError: <job>: job: must be in 1..255 (got 300)
+    mlfabric_base.errors.ConfigError: <job>: job: must be in 1..255 (got 300)
     """
     if not isinstance(data, dict):
         raise _fail(source, "<top>", data, "expected a mapping")

@@ -36,7 +36,7 @@ def election_id(text: str) -> str:
     >>> election_id("7")
     Traceback (most recent call last):
     ...
-    controller.errors.ConfigError: mlfabric shell: --election-id: expected HI,LO (two integers, e.g. 0,0) (got '7')
+    mlfabric_base.errors.ConfigError: mlfabric shell: --election-id: expected HI,LO (two integers, e.g. 0,0) (got '7')
     """
     parts = text.split(",")
     if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):

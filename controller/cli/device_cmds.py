@@ -24,6 +24,7 @@ from controller.p4runtime.entities import (
 )
 from controller.p4runtime.schema import CounterInfo, DirectCounterInfo, P4Schema, load_p4info
 from controller.p4runtime.values import encode_int
+from mlfabric_base.numbers import positive_float
 
 __all__ = ["parse_replicas", "register"]
 
@@ -246,5 +247,5 @@ def register(sub: argparse._SubParsersAction) -> None:
                          epilog="example: mlfabric packet listen rail0 --count 5 --timeout 10")
     add_switch_arguments(p)
     p.add_argument("--count", type=int, default=1, help="stop after this many packet-ins")
-    p.add_argument("--timeout", type=float, default=5.0, help="give up after this many seconds")
+    p.add_argument("--timeout", type=positive_float, default=5.0, help="give up after this many seconds")
     p.set_defaults(func=_packet_listen)

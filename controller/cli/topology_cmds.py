@@ -19,6 +19,7 @@ from controller.topology import (
 )
 from controller.topology.generators import UPLINK_ROUTINGS
 from controller.topology.model import JUMBO_MTU, MTU_RANGE, Topology
+from mlfabric_base.numbers import positive_float
 
 __all__ = ["register"]
 
@@ -143,11 +144,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--degree", type=int, default=4, help="interfaces per server (topoopt)")
     g.add_argument("--radix", type=int, default=None, help="switch radix: rails larger than one switch become a per-rail Clos")
     g.add_argument("--spines", type=int, default=2, help="spine switches (fat-tree)")
-    g.add_argument("--oversubscription", type=float, default=1.0, help="leaf oversubscription (fat-tree)")
+    g.add_argument("--oversubscription", type=positive_float, default=1.0, help="leaf oversubscription (fat-tree)")
     g.add_argument("--uplink-routing", choices=UPLINK_ROUTINGS, default="ecmp",
                    help="how a leaf picks its uplink (fat-tree): ecmp hashes the 5-tuple; dst-server takes "
                         "destination server mod uplinks (d-mod-k), even for pairwise all-to-all rounds")
-    g.add_argument("--rate-mbps", type=float, default=100.0, help="link rate to shape in the emulation")
+    g.add_argument("--rate-mbps", type=positive_float, default=100.0, help="link rate to shape in the emulation")
     g.add_argument("--mtu", type=int, default=JUMBO_MTU,
                    help=f"the fabric's MTU, bytes (default {JUMBO_MTU}: jumbo frames, as ML training fabrics run)")
     g.add_argument("-o", "--output", type=Path, help="write YAML here (default: print it)")

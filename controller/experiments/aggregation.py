@@ -19,9 +19,10 @@ from typing import Any
 
 from controller.aggregate.job import AggregationJob, WorkerSpec
 from controller.errors import ConfigError
-from controller.experiments.fidelity import Verdict, judge
-from controller.experiments.rail_only import ratio_spread, verdict
+from controller.experiments.comparisons import Side, judge_ratio
+from controller.experiments.fidelity import Verdict
 from controller.topology.model import Topology
+from mlfabric_base.errors import refuse_nonfinite
 from workloads.aggregation.wire import FRAME_BYTES, LANES
 
 __all__ = ["LOSSY", "OPS", "AggregationSettings", "aggregation_job", "innet_wire_bytes", "summarize", "verdicts"]
@@ -51,6 +52,7 @@ class AggregationSettings:
         return OPS if self.loss_every else OPS[:3]
 
     def validate(self) -> AggregationSettings:
+        refuse_nonfinite("aggregation", self)
         if not self.sizes_kb or any(k < 1 for k in self.sizes_kb):
             raise ConfigError("aggregation", "sizes_kb", self.sizes_kb, "give one or more sizes of at least 1 KiB")
         if not 1 <= self.slots <= 1024:
@@ -84,10 +86,6 @@ def innet_wire_bytes(shard_bytes: int) -> int:
     return (math.ceil(shard_bytes / (4 * LANES)) + 1) * FRAME_BYTES
 
 
-def _series(row: Mapping[str, Any]) -> str:
-    return f"{row['op']}/{row['kb']}"
-
-
 def summarize(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per (fabric, op, size): the median, min and max time of the runs that succeeded, the
     failures, and the median bytes a GPU's NIC sent (the mean over NICs and the busiest)."""
@@ -110,20 +108,19 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def verdicts(rows: Sequence[Mapping[str, Any]]) -> tuple[dict[str, dict[str, float]], list[Verdict]]:
-    """Each (fabric, size, comparison): its ratio's spread over repetitions, and the verdict,
-    decided only if every run it rests on held the machine's and the switches' limits."""
+    """Each (fabric, size, comparison): its ratio's spread over repetitions, and the verdict
+    by the one rule (:func:`controller.experiments.comparisons.judge_ratio`): decided only if
+    both all-reduces have successful runs, every run held the limits and the interval calls."""
     spreads: dict[str, dict[str, float]] = {}
     out = []
-    keyed = [{**r, "op": _series(r)} for r in rows]
     for fabric in dict.fromkeys(r["fabric"] for r in rows):
         for kb in sorted({int(r["kb"]) for r in rows}):
+            def side(op: str, fabric: str = fabric, kb: int = kb) -> Side:
+                return Side(f"{fabric} {LABELS[op]} {kb} KiB",
+                            [r for r in rows if r["fabric"] == fabric and int(r["kb"]) == kb and r["op"] == op])
+
             for name, (num, den) in COMPARISONS.items():
                 label = f"{fabric}, {kb} KiB, {name}"
-                spread = ratio_spread(keyed, (fabric, f"{num}/{kb}"), (fabric, f"{den}/{kb}"))
-                spreads[label] = spread
-                said = verdict(spread)
-                finding = said if said in ("spread too large to tell", "too few runs to tell") else \
-                    f"in-network is {said}"
-                measured = [r for r in rows if r["fabric"] == fabric and int(r["kb"]) == kb and r["op"] in (num, den)]
-                out.append(judge(label, finding, measured))
+                verdict, spreads[label] = judge_ratio(label, "in-network is", side(num), side(den))
+                out.append(verdict)
     return spreads, out

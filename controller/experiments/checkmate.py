@@ -8,14 +8,20 @@ spread, the work lost on a failure and the paper's claims next to what was measu
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from controller.errors import ConfigError
+from controller.experiments.comparisons import Side, judge_ratio
+from controller.experiments.fidelity import Verdict
+from controller.experiments.stats import mean_ci95
 from controller.topology import rail_only
 from controller.topology.model import Topology
+from mlfabric_base.errors import refuse_nonfinite
 
 __all__ = [
     "MIRROR",
@@ -27,6 +33,7 @@ __all__ = [
     "configurations",
     "lost_iterations",
     "overhead",
+    "overhead_verdicts",
     "predicted_iteration_s",
     "replication",
 ]
@@ -106,6 +113,7 @@ class CheckmateConfig:
         def bad(key: str, value: object, problem: str) -> ConfigError:
             return ConfigError("<experiment checkmate>", key, value, problem)
 
+        refuse_nonfinite("<experiment checkmate>", self)
         if self.servers < 2:
             raise bad("servers", self.servers, "mirroring needs a ring over at least 2 servers")
         if self.rails < 1:
@@ -223,28 +231,6 @@ def _mean_time(rows: Sequence[Mapping[str, Any]], name: str, rep: int) -> float 
     return statistics.fmean(ts) if ts else None
 
 
-#: two-sided 95% quantiles of Student's t for 1..30 degrees of freedom
-_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042)
-
-
-def mean_ci95(values: Sequence[float]) -> tuple[float, float, float] | None:
-    """Mean and its 95% confidence interval (Student's t); None for fewer than 2 values.
-
-    >>> mean_ci95([1.0, 1.0, 1.0])
-    (1.0, 1.0, 1.0)
-    >>> lo, hi = mean_ci95([0.9, 1.1])[1:]
-    >>> round(lo, 3), round(hi, 3)
-    (-0.271, 2.271)
-    """
-    if len(values) < 2:
-        return None
-    m = statistics.fmean(values)
-    half = _T95[min(len(values) - 1, len(_T95)) - 1] * statistics.stdev(values) / len(values) ** 0.5
-    return m, m - half, m + half
-
-
 def overhead(rows: Sequence[Mapping[str, Any]], configs: Sequence[Configuration]) -> list[dict[str, Any]]:
     """Per configuration: mean iteration time (median over repetitions, min..max) and its ratio
     to training without checkpoints, computed per repetition (each repetition runs every
@@ -265,6 +251,39 @@ def overhead(rows: Sequence[Mapping[str, Any]], configs: Sequence[Configuration]
             "ratio_ci95": mean_ci95(ratios),
             "checkpoints_per_100": c.checkpoints_per_100,
         })
+    return out
+
+
+def overhead_verdicts(rows: Sequence[Mapping[str, Any]], configs: Sequence[Configuration]) -> list[Verdict]:
+    """Each configuration's iteration time over training without checkpoints, paired by
+    repetition (each repetition runs every configuration back to back), by the one rule;
+    judged on the blocks of iterations of both (one interval per block: its rows share its
+    CPU use). "even" is Checkmate's claim: no overhead, within 5%.
+
+    >>> rows = [{"config": c, "rep": rep, "iteration": i, "ok": True, "seconds": t, "machine_cpu": 0.3}
+    ...         for rep in range(3) for c, t in ((OFF, 1.0), (MIRROR, 1.01 + rep / 1000)) for i in range(3)]
+    >>> [v.text() for v in overhead_verdicts(rows, configurations(CheckmateConfig()))[:1]]
+    ['checkmate is even: x1.011 [1.009, 1.013] the iteration time without checkpoints']
+    """
+    reps = sorted({r["rep"] for r in rows})
+
+    def side(name: str) -> Side:
+        return Side(name, [{"rep": rep, "ok": t is not None, "seconds": t if t is not None else math.nan}
+                           for rep in reps for t in (_mean_time(rows, name, rep),)])
+
+    blocks = {(r["config"], r["rep"]): r for r in rows}
+    base = side(OFF)
+    out = []
+    for c in configs:
+        if c.name == OFF:
+            continue
+        measured = [r for (config, _), r in blocks.items() if config in (c.name, OFF)]
+        verdict, spread = judge_ratio(f"{c.name} overhead", f"{c.name} is", side(c.name), base, key=lambda r: r["rep"],
+                                      intervals=measured)
+        if verdict.finding:
+            verdict = dataclasses.replace(verdict, finding=f"{verdict.finding}: x{spread['mean']:.3f} [{spread['low']:.3f}, "
+                                                           f"{spread['high']:.3f}] the iteration time without checkpoints")
+        out.append(verdict)
     return out
 
 

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.errors import ConfigError
-from controller.experiments.fidelity import Verdict, judge
+from controller.experiments.comparisons import Side, judge_ratio
+from controller.experiments.fidelity import Verdict
 from controller.experiments.ompi_tuned import ALGORITHMS, default_algorithm
-from controller.experiments.rail_only import ExperimentConfig, ratio_spread, verdict
+from controller.experiments.rail_only import ExperimentConfig
 from controller.models.collectives import (
     VETH_FRAME_OVERHEAD,
     alltoall_direct_time,
@@ -31,6 +32,7 @@ from controller.models.collectives import (
     tcp_payload_fraction,
 )
 from controller.topology.model import JUMBO_MTU, MTU_RANGE
+from mlfabric_base.errors import refuse_nonfinite
 from workloads.config import CLUSTER_TCP_CONGESTION
 
 __all__ = ["COLLECTIVES", "PROJECT_OPS", "CollectivesConfig", "model_time", "series_key", "summarize", "verdicts"]
@@ -86,6 +88,7 @@ class CollectivesConfig:
         def bad(key: str, value: object, problem: str) -> ConfigError:
             return ConfigError("<experiment>", key, value, problem)
 
+        refuse_nonfinite("<experiment>", self)
         if not self.sizes_kb:
             raise bad("sizes_kb", self.sizes_kb, "give at least one size")
         for kb in self.sizes_kb:
@@ -197,20 +200,19 @@ def _op(row: Mapping[str, Any]) -> tuple[str, int, str]:
 
 
 def _intervals(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """One row per measured interval (Open MPI's repetitions of a block share one)."""
+    """One row per measured interval (Open MPI's repetitions of a block share one), a
+    successful one where the block has one (a failed run's figures are not judged)."""
     seen: dict[str, Mapping[str, Any]] = {}
     for r in rows:
-        seen.setdefault(str(r.get("block") or id(r)), r)
+        block = str(r.get("block") or id(r))
+        if block not in seen or (r.get("ok") and not seen[block].get("ok")):
+            seen[block] = r
     return list(seen.values())
 
 
-def _keyed(rows: Iterable[Mapping[str, Any]], fabric: str, op: tuple[str, int, str], as_fabric: str) -> list[dict]:
-    return [{"fabric": as_fabric, "op": "x", "iter": r["rep"], "ok": r["ok"], "seconds": r["seconds"]}
-            for r in rows if r["fabric"] == fabric and _op(r) == op]
-
-
 def verdicts(rows: Sequence[Mapping[str, Any]], cfg: CollectivesConfig) -> dict[str, tuple[Verdict, dict[str, float]]]:
-    """Each comparison's verdict and its ratio's spread:
+    """Each comparison's verdict and its ratio's spread, by the one rule
+    (:func:`controller.experiments.comparisons.judge_ratio`), paired by repetition:
 
     - per collective and size, Open MPI's default on rail-only against the fat-tree;
     - per collective, at the largest size, the forced algorithm on rail-only against the
@@ -220,14 +222,14 @@ def verdicts(rows: Sequence[Mapping[str, Any]], cfg: CollectivesConfig) -> dict[
     """
     out: dict[str, tuple[Verdict, dict[str, float]]] = {}
 
+    def side(fabric: str, op: tuple[str, int, str]) -> Side:
+        return Side(f"{fabric} {op[2]} {op[1] // 1024} KiB", [r for r in rows if r["fabric"] == fabric and _op(r) == op])
+
     def compare(name: str, a: tuple[str, tuple[str, int, str]], b: tuple[str, tuple[str, int, str]],
                 subject: str) -> None:
-        paired = _keyed(rows, a[0], a[1], "a") + _keyed(rows, b[0], b[1], "b")
-        spread = ratio_spread(paired, ("a", "x"), ("b", "x"))
-        said = verdict(spread)
-        finding = f"{subject} {said}" if "to tell" not in said else said
-        measured = _intervals(r for r in rows if (r["fabric"], _op(r)) in (a, b))
-        out[name] = (judge(name, finding, measured), spread)
+        num, den = side(*a), side(*b)
+        out[name] = judge_ratio(name, subject, num, den, key=lambda r: r["rep"],
+                                intervals=_intervals([*num.rows, *den.rows]))
 
     for collective in COLLECTIVES:
         for kb in cfg.sizes_kb:

@@ -28,8 +28,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["LINK_CARRIED_LIMIT", "LINK_OVERSHOOT_LIMIT", "MACHINE_LIMIT", "SWITCH_LIMIT", "UNDECIDED", "Breach", "FidelityLimits", "Verdict", "breaches",
-           "fidelity_lines", "judge", "undecided_note", "verdicts_json"]
+__all__ = ["DECIDED", "LINK_CARRIED_LIMIT", "LINK_OVERSHOOT_LIMIT", "MACHINE_LIMIT", "OUTCOMES", "OUT_OF_ROOM",
+           "SWITCH_LIMIT", "TOO_FEW_RUNS", "TOO_SPREAD", "UNDECIDED", "Breach", "FidelityLimits", "Runs", "Verdict",
+           "all_decided", "breaches", "fidelity_lines", "judge", "runs_of", "undecided_note", "verdicts_json"]
 
 #: the machine's share of all its cores above which an interval's figures are the machine's
 MACHINE_LIMIT = 0.60
@@ -128,63 +129,157 @@ def _measured(row: Mapping[str, Any]) -> bool:
     return _number(row, "machine_cpu") is not None
 
 
+def _succeeded(row: Mapping[str, Any]) -> bool:
+    """A row whose figures count: its run succeeded (rows without ``ok`` are intervals)."""
+    return bool(row.get("ok", True))
+
+
+#: a verdict's outcomes: decided, or why not (in the order a verdict names them)
+DECIDED = "decided"
+TOO_FEW_RUNS = "too few runs"
+OUT_OF_ROOM = "the emulation ran out of room"
+TOO_SPREAD = "spread too large to tell"
+OUTCOMES = (DECIDED, TOO_FEW_RUNS, OUT_OF_ROOM, TOO_SPREAD)
+
+
+@dataclass(frozen=True, slots=True)
+class Runs:
+    """One configuration behind a comparison: its runs that succeeded, of how many."""
+
+    label: str
+    ok: int
+    total: int
+
+    def text(self) -> str:
+        return f"{self.label}: {self.ok} of {self.total} succeeded"
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """One comparison's verdict: its ``finding`` stands only if it is decided."""
+    """One comparison's verdict: its ``finding`` stands only if it is decided, that is when
+    every configuration behind it has at least ``needed`` successful runs, every monitor held
+    in every interval its figures rest on, and its interval is narrow enough to call
+    (``too_spread`` empty)."""
 
     comparison: str
     finding: str
     intervals: int  # measured intervals the comparison rests on
     failed: int  # of those, how many broke a monitor
     worst: tuple[Breach, ...] = field(default=())  # the worst breach of each monitor
+    runs: tuple[Runs, ...] = field(default=())  # the configurations behind it
+    needed: int = 1  # successful runs each configuration needs
+    too_spread: str = ""  # why the interval supports no finding ("" when it does)
+
+    @property
+    def short(self) -> tuple[Runs, ...]:
+        """The configurations with fewer successful runs than the statistics need."""
+        return tuple(r for r in self.runs if r.ok < self.needed)
+
+    @property
+    def outcomes(self) -> tuple[str, ...]:
+        """Every reason the comparison is undecided, in :data:`OUTCOMES` order; ``(DECIDED,)``
+        when there is none."""
+        out = []
+        if self.short or not self.runs:
+            out.append(TOO_FEW_RUNS)
+        if self.failed or not self.intervals:
+            out.append(OUT_OF_ROOM)
+        if self.too_spread:
+            out.append(TOO_SPREAD)
+        return tuple(out) or (DECIDED,)
+
+    @property
+    def outcome(self) -> str:
+        """:data:`DECIDED` or the first reason it is not."""
+        return self.outcomes[0]
 
     @property
     def decided(self) -> bool:
-        return self.intervals > 0 and self.failed == 0
+        return self.outcome == DECIDED
 
     def reason(self) -> str:
         """Why the comparison is undecided ("" when it is decided)."""
-        if self.decided:
-            return ""
-        if not self.intervals:
-            return "no interval was measured"
-        worst = "; ".join(b.text() for b in self.worst)
-        return f"{worst}, in {self.failed} of {self.intervals} intervals"
+        parts = []
+        for outcome in self.outcomes:
+            if outcome == TOO_FEW_RUNS:
+                detail = "; ".join(r.text() for r in self.short) if self.runs else "no configuration named its runs"
+                parts.append(f"too few runs ({detail}; {self.needed} needed)")
+            elif outcome == OUT_OF_ROOM:
+                if not self.intervals:
+                    parts.append(f"{UNDECIDED} (no interval was measured)")
+                else:
+                    worst = "; ".join(b.text() for b in self.worst)
+                    parts.append(f"{UNDECIDED} ({worst}, in {self.failed} of {self.intervals} intervals)")
+            elif outcome == TOO_SPREAD:
+                parts.append(f"{TOO_SPREAD} ({self.too_spread})")
+        return "; ".join(parts)
 
     def text(self) -> str:
-        """The finding, or ``undecided: the emulation, not the network (REASON)``.
+        """The finding, or ``undecided: ...`` with every reason.
 
-        >>> Verdict("allreduce", "rail-only is even", 10, 0).text()
+        >>> ok = (Runs("a", 8, 8), Runs("b", 8, 8))
+        >>> Verdict("allreduce", "rail-only is even", 10, 0, runs=ok, needed=2).text()
         'rail-only is even'
-        >>> Verdict("alltoall", "rail-only is faster", 10, 10, (Breach("machine CPU", "machine", 0.98, 0.6),)).text()
+        >>> Verdict("alltoall", "rail-only is faster", 10, 10, (Breach("machine CPU", "machine", 0.98, 0.6),),
+        ...         runs=ok, needed=2).text()
         'undecided: the emulation, not the network (machine CPU 98% > 60%, in 10 of 10 intervals)'
+        >>> Verdict("x", "a is faster", 3, 0, runs=(Runs("a", 1, 4), Runs("b", 4, 4)), needed=2).text()
+        'undecided: too few runs (a: 1 of 4 succeeded; 2 needed)'
+        >>> Verdict("x", "", 3, 0, runs=ok, needed=2, too_spread="0.900 [0.700, 1.100] over 8").text()
+        'undecided: spread too large to tell (0.900 [0.700, 1.100] over 8)'
         """
-        return self.finding if self.decided else f"{UNDECIDED} ({self.reason()})"
+        if self.decided:
+            return self.finding
+        reason = self.reason()
+        return reason if reason.startswith("undecided") else f"undecided: {reason}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"comparison": self.comparison, "decided": self.decided,
-                "finding": self.finding if self.decided else None, "figures_say": self.finding,
+        return {"comparison": self.comparison, "decided": self.decided, "outcome": self.outcome,
+                "outcomes": list(self.outcomes),
+                "finding": self.finding if self.decided else None, "figures_say": self.finding or None,
                 "verdict": self.text(), "intervals": self.intervals, "failed_intervals": self.failed,
+                "runs": [{"configuration": r.label, "ok": r.ok, "total": r.total} for r in self.runs],
+                "runs_needed": self.needed, "too_spread": self.too_spread or None,
                 "breaches": [{"monitor": b.monitor, "where": b.where, "measured": round(b.measured, 4),
                               "limit": b.limit} for b in self.worst]}
 
 
+def runs_of(label: str, rows: Iterable[Mapping[str, Any]]) -> Runs:
+    """The :class:`Runs` of one configuration from its rows (``ok`` each).
+
+    >>> runs_of("rail-only allreduce", [{"ok": True}, {"ok": False}, {"ok": True}])
+    Runs(label='rail-only allreduce', ok=2, total=3)
+    """
+    rows = list(rows)
+    return Runs(label, sum(_succeeded(r) for r in rows), len(rows))
+
+
 def judge(comparison: str, finding: str, rows: Iterable[Mapping[str, Any]],
-          limits: FidelityLimits = FidelityLimits()) -> Verdict:
-    """The verdict on ``comparison`` whose figures say ``finding``, from the measured
-    intervals (``rows``) its figures come from.
+          limits: FidelityLimits = FidelityLimits(), *, runs: Sequence[Runs], needed: int = 2,
+          too_spread: str = "") -> Verdict:
+    """The verdict on ``comparison`` whose figures say ``finding``: ``rows`` are the measured
+    intervals its figures come from (a row with ``ok`` false is a failed run, whose figures
+    do not count: its monitors are not judged), ``runs`` the configurations behind it,
+    each needing ``needed`` successful runs, and ``too_spread`` says why its interval
+    supports no finding (empty when it does).
 
     >>> ok = {"machine_cpu": 0.4, "switch_cpu": 0.2, "busiest_switch": "rail0"}
-    >>> judge("allreduce", "even", [ok, ok]).decided
+    >>> both = [Runs("a", 2, 2), Runs("b", 2, 2)]
+    >>> judge("allreduce", "even", [ok, ok], runs=both).decided
     True
-    >>> v = judge("alltoall", "faster", [ok, {"machine_cpu": 0.9, "switch_cpu": 0.95, "busiest_switch": "leaf1"}])
+    >>> v = judge("alltoall", "faster", [ok, {"machine_cpu": 0.9, "switch_cpu": 0.95, "busiest_switch": "leaf1"}],
+    ...           runs=both)
     >>> v.decided, v.failed, [b.monitor for b in v.worst]
     (False, 1, ['machine CPU', 'switch CPU'])
     >>> link = {"machine_cpu": 0.4, "link_carried": 0.5, "slowest_link": "h0-eth0"}
-    >>> [b.monitor for b in judge("x", "y", [link, {"machine_cpu": 0.9}]).worst]  # the machine first, always
+    >>> [b.monitor for b in judge("x", "y", [link, {"machine_cpu": 0.9}], runs=both).worst]  # the machine first
     ['machine CPU', 'link rate']
+    >>> judge("x", "y", [ok, {**ok, "machine_cpu": 0.99, "ok": False}], runs=both).decided  # a failed run's CPU
+    True
+    >>> judge("x", "y", [ok], runs=[Runs("a", 0, 5), Runs("b", 5, 5)]).outcome
+    'too few runs'
     """
-    measured = [r for r in rows if _measured(r)]
+    measured = [r for r in rows if _measured(r) and _succeeded(r)]
     worst: dict[str, Breach] = {}
     failed = 0
     for row in measured:
@@ -195,42 +290,73 @@ def judge(comparison: str, finding: str, rows: Iterable[Mapping[str, Any]],
                 worst[b.monitor] = b
     # in the monitors' own order (the machine first), not in the order the rows met them
     ordered = sorted(worst.values(), key=lambda b: MONITORS.index(b.monitor) if b.monitor in MONITORS else len(MONITORS))
-    return Verdict(comparison, finding, len(measured), failed, tuple(ordered))
+    return Verdict(comparison, finding, len(measured), failed, tuple(ordered), tuple(runs), needed, too_spread)
+
+
+def all_decided(verdicts: Sequence[Verdict]) -> bool:
+    """Is there a comparison, and is every one decided? (A run that judged nothing decided
+    nothing.)
+
+    >>> all_decided([])
+    False
+    """
+    return bool(verdicts) and all(v.decided for v in verdicts)
 
 
 def verdicts_json(verdicts: Sequence[Verdict], limits: FidelityLimits = FidelityLimits()) -> dict[str, Any]:
     """``summary.json``'s ``fidelity`` section: the limits, each verdict and whether all held."""
     return {"limits": {"machine_cpu": limits.machine, "switch_cpu": limits.switch,
                        "link_carried": limits.link_carried, "link_overshoot": limits.link_overshoot},
-            "all_decided": all(v.decided for v in verdicts),
+            "all_decided": all_decided(verdicts),
             "verdicts": [v.to_json() for v in verdicts]}
 
 
 def undecided_note(verdicts: Sequence[Verdict]) -> str:
-    """A plot title's suffix: empty when every comparison is decided.
+    """A plot title's suffix: empty when every comparison is decided, else the undecided
+    comparisons by their first reason.
 
-    >>> undecided_note([Verdict("a", "even", 3, 0)])
+    >>> both = (Runs("a", 3, 3), Runs("b", 3, 3))
+    >>> undecided_note([Verdict("a", "even", 3, 0, runs=both)])
     ''
-    >>> undecided_note([Verdict("a", "even", 3, 0), Verdict("b", "faster", 3, 2)])
+    >>> undecided_note([Verdict("a", "even", 3, 0, runs=both), Verdict("b", "faster", 3, 2, runs=both)])
     '\\nundecided (b): the emulation ran out of room'
+    >>> undecided_note([Verdict("b", "", 3, 2, runs=both), Verdict("c", "", 3, 0, runs=(Runs("x", 0, 3),))])
+    '\\nundecided (b): the emulation ran out of room; (c): too few runs'
     """
-    names = [v.comparison for v in verdicts if not v.decided]
-    return f"\nundecided ({', '.join(names)}): the emulation ran out of room" if names else ""
+    groups: dict[str, list[str]] = {}
+    for v in verdicts:
+        if not v.decided:
+            groups.setdefault(v.outcome, []).append(v.comparison)
+    if not groups:
+        return ""
+    return "\nundecided " + "; ".join(f"({', '.join(names)}): {outcome}" for outcome, names in groups.items())
+
+
+#: what to do about each reason a comparison is undecided
+_ADVICE = {
+    OUT_OF_ROOM: (f"lower the link rate or the sizes until the machine stays under {MACHINE_LIMIT:.0%} of its cores, "
+                  f"every switch under {SWITCH_LIMIT:.0%} of a core and every busy link at {LINK_CARRIED_LIMIT:.0%} "
+                  "of its rate"),
+    TOO_FEW_RUNS: "see the log for why runs failed, and run more repetitions",
+    TOO_SPREAD: "run more repetitions, or on a quieter machine",
+}
 
 
 def fidelity_lines(verdicts: Sequence[Verdict]) -> list[str]:
     """A table's closing lines: each comparison's verdict, then what to do if one is undecided.
 
     >>> busy = (Breach("machine CPU", "machine", 0.9, 0.6),)
-    >>> print("\\n".join(fidelity_lines([Verdict("allreduce", "even", 4, 0), Verdict("b", "faster", 4, 4, busy)])))
+    >>> both = (Runs("a", 4, 4), Runs("b", 4, 4))
+    >>> print("\\n".join(fidelity_lines([Verdict("allreduce", "even", 4, 0, runs=both),
+    ...                                  Verdict("b", "faster", 4, 4, busy, runs=both)])))
     fidelity, allreduce: even
     fidelity, b: undecided: the emulation, not the network (machine CPU 90% > 60%, in 4 of 4 intervals)
     fidelity: 1 of 2 comparisons undecided; lower the link rate or the sizes until the machine stays under 60% of its cores, every switch under 85% of a core and every busy link at 90% of its rate
     """
     lines = [f"fidelity, {v.comparison}: {v.text()}" for v in verdicts]
-    undecided = sum(not v.decided for v in verdicts)
+    undecided = [v for v in verdicts if not v.decided]
     if undecided:
-        lines.append(f"fidelity: {undecided} of {len(verdicts)} comparisons undecided; lower the link rate or the "
-                     f"sizes until the machine stays under {MACHINE_LIMIT:.0%} of its cores, every switch under "
-                     f"{SWITCH_LIMIT:.0%} of a core and every busy link at {LINK_CARRIED_LIMIT:.0%} of its rate")
+        reasons = dict.fromkeys(o for v in undecided for o in v.outcomes)
+        lines.append(f"fidelity: {len(undecided)} of {len(verdicts)} comparisons undecided; "
+                     + "; ".join(_ADVICE[o] for o in reasons if o in _ADVICE))
     return lines

@@ -23,10 +23,11 @@ from controller.models.collectives import (
 from controller.models.cost import ComponentCosts
 from controller.topology import check_topology, rail_fat_tree, rail_only
 from controller.topology.model import JUMBO_MTU, MTU_RANGE, Topology
+from mlfabric_base.errors import refuse_nonfinite
 from workloads.config import CLUSTER_TCP_CONGESTION
 from workloads.plan import ALLTOALL_SCHEDULES
 
-__all__ = ["FABRICS", "OPS", "ExperimentConfig", "emulated_bill", "fabrics_for", "model_times", "ratio_spread", "summarize", "verdict"]
+__all__ = ["FABRICS", "OPS", "ExperimentConfig", "emulated_bill", "fabrics_for", "model_times", "summarize"]
 
 FABRICS = ("rail-only", "fat-tree")
 #: collective ops per fabric: the direct all-to-all needs a path between rails
@@ -91,6 +92,7 @@ class ExperimentConfig:
         def bad(key: str, value: object, problem: str) -> ConfigError:
             return ConfigError("<experiment>", key, value, problem)
 
+        refuse_nonfinite("<experiment>", self)
         if self.rails < 1:
             raise bad("rails", self.rails, "need at least one rail")
         if self.gpus < 2 * self.rails or self.gpus % self.rails:
@@ -203,57 +205,3 @@ def comparison(summary: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     if ("rail-only", "hier_alltoall") in t and ("fat-tree", "alltoall") in t:
         out["alltoall_ratio"] = t[("rail-only", "hier_alltoall")] / t[("fat-tree", "alltoall")]
     return out
-
-
-#: two-sided 95% Student-t quantiles by degrees of freedom (1..10; 1.96 beyond)
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
-
-
-def ratio_spread(rows: Iterable[Mapping[str, Any]], num: tuple[str, str], den: tuple[str, str]) -> dict[str, float]:
-    """The ratio of ``num``'s to ``den``'s completion time, ``(fabric, op)`` each, paired by
-    iteration: mean, sample sd, a 95% confidence interval (Student t) and the count.
-
-    >>> rows = [{"fabric": f, "op": "x", "iter": i, "ok": True, "seconds": s}
-    ...         for f, times in (("a", [1.0, 1.1, 0.9]), ("b", [1.0, 1.0, 1.0])) for i, s in enumerate(times)]
-    >>> {k: round(v, 3) for k, v in ratio_spread(rows, ("a", "x"), ("b", "x")).items()}
-    {'mean': 1.0, 'sd': 0.1, 'low': 0.752, 'high': 1.248, 'n': 3}
-    """
-    def times(key: tuple[str, str]) -> dict[int, float]:
-        return {int(r["iter"]): float(r["seconds"]) for r in rows if (r["fabric"], r["op"]) == key and r["ok"]}
-
-    a, b = times(num), times(den)
-    ratios = [a[i] / b[i] for i in sorted(set(a) & set(b)) if b[i] > 0]
-    if not ratios:
-        return {"mean": float("nan"), "sd": float("nan"), "low": float("nan"), "high": float("nan"), "n": 0}
-    mean = statistics.fmean(ratios)
-    sd = statistics.stdev(ratios) if len(ratios) > 1 else float("nan")
-    half = _T95.get(len(ratios) - 1, 1.96) * sd / len(ratios) ** 0.5 if len(ratios) > 1 else float("nan")
-    return {"mean": mean, "sd": sd, "low": mean - half, "high": mean + half, "n": len(ratios)}
-
-
-def verdict(spread: Mapping[str, float], *, even_within: float = 0.05) -> str:
-    """What a ratio's confidence interval supports: faster, slower, even (within
-    ``even_within``), slightly faster or slower (all of it on one side of 1, but reaching
-    into the even band), or nothing when it is too wide to tell.
-
-    >>> verdict({"low": 0.70, "high": 0.80, "n": 5}), verdict({"low": 0.97, "high": 1.02, "n": 5})
-    ('faster', 'even')
-    >>> verdict({"low": 0.936, "high": 0.965, "n": 8}), verdict({"low": 1.02, "high": 1.09, "n": 8})
-    ('slightly faster', 'slightly slower')
-    >>> verdict({"low": 0.8, "high": 1.3, "n": 5})
-    'spread too large to tell'
-    """
-    low, high = spread["low"], spread["high"]
-    if not spread.get("n") or low != low or high != high:
-        return "too few runs to tell"
-    if high < 1 - even_within:
-        return "faster"
-    if low > 1 + even_within:
-        return "slower"
-    if low >= 1 - even_within and high <= 1 + even_within:
-        return "even"
-    if high < 1 and low >= 1 - 2 * even_within:
-        return "slightly faster"
-    if low > 1 and high <= 1 + 2 * even_within:
-        return "slightly slower"
-    return "spread too large to tell"

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from controller.errors import ConfigError
 from controller.schedule import round_robin, slots, timeflow
 from controller.schedule.model import Schedule
+from mlfabric_base.errors import refuse_nonfinite
 
 __all__ = [
     "CALENDARS",
@@ -102,6 +103,7 @@ class RotorConfig:
         def bad(key: str, value: object, problem: str) -> ConfigError:
             return ConfigError("<rotor>", key, value, problem)
 
+        refuse_nonfinite("<rotor>", self)
         if self.target not in ("python", "bmv2"):
             raise bad("target", self.target, "python or bmv2")
         if not 4 <= self.racks <= 16:
@@ -172,7 +174,7 @@ def plan(cfg: RotorConfig) -> list[Point]:
     >>> pts = plan(RotorConfig(slices_ms=(32.0,), nights_ms=(), patterns=("hot-pair",), target="bmv2"))
     Traceback (most recent call last):
     ...
-    controller.errors.ConfigError: <rotor>: nights_ms: must not be empty (got ())
+    mlfabric_base.errors.ConfigError: <rotor>: nights_ms: must not be empty (got ())
     >>> pts = plan(RotorConfig(slices_ms=(16.0, 32.0), nights_ms=(16.0,), patterns=("hot-pair",)))
     >>> [(p.sweep, p.slice_us, p.night_us, p.routing, p.calendar) for p in pts][:3]
     [('patterns', 32000, 3200, 'direct', 'hold'), ('patterns', 32000, 3200, 'vlb', 'hold'), ('patterns', 32000, 3200, 'direct', 'drop')]

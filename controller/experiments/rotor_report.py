@@ -4,14 +4,17 @@ schedule shapes, with where each figure comes from (pure text)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from controller.cli.output import format_table
-from controller.experiments.rotor import RotorConfig
+from controller.experiments.comparisons import Side, judge_ratio
+from controller.experiments.fidelity import Verdict
+from controller.experiments.rotor import Point, RotorConfig
 
-__all__ = ["REFERENCES", "allreduce_table", "main_table", "reference_table", "report"]
+__all__ = ["REFERENCES", "allreduce_table", "main_table", "reference_table", "report", "verdicts"]
 
 
 def _pm(mean: float, sd: float, fmt: str = "{:.2f}") -> str:
@@ -121,3 +124,45 @@ def report(cfg: RotorConfig, rows: Sequence[Mapping[str, Any]], allreduce: Seque
                   allreduce_table(allreduce, allreduce_expected), ""]
     lines += ["What RotorNet and OpenOptics report for the same schedule shapes:", reference_table(cfg.rate_mbps)]
     return "\n".join(lines)
+
+
+def verdicts(points: Sequence[Point], runs: Sequence[Mapping[str, Any]],
+             allreduce: Sequence[Mapping[str, Any]]) -> list[Verdict]:
+    """RotorNet's claims, each by the one rule (paired by repetition or iteration): per
+    traffic pattern (and ToR behaviour) at the reference shape, VLB's throughput over direct
+    routing's (VLB should win on a hot pair, where direct routing waits for one circuit,
+    and lose on uniform traffic, where its second hop halves what a circuit carries); and
+    the ring all-reduce's time with VLB over direct.
+
+    >>> pts = [Point(sweep="patterns", slice_us=32000, night_us=3200, pattern="hot-pair", routing=r,
+    ...              calendar="hold") for r in ("direct", "vlb")]
+    >>> runs = [{"point": p.key(), "rep": rep, "throughput": 0.25 + rep / 100 if p.routing == "direct" else 0.45,
+    ...          "machine_cpu": 0.3} for rep in range(3) for p in pts]
+    >>> [v.text() for v in verdicts(pts, runs, [])]
+    ['VLB is higher: 1.73x direct routing']
+    """
+    out = []
+    reference = [p for p in points if p.sweep == "patterns"]
+    for pattern, calendar in dict.fromkeys((p.pattern, p.calendar) for p in reference):
+        by_routing = {p.routing: p for p in reference if (p.pattern, p.calendar) == (pattern, calendar)}
+        if not {"vlb", "direct"} <= set(by_routing):
+            continue  # this ToR behaviour runs one routing only (direct, without calendar queues)
+
+        def side(routing: str, by_routing: dict[str, Point] = by_routing) -> Side:
+            key = by_routing[routing].key()
+            return Side(f"{by_routing[routing].pattern} {routing}", [r for r in runs if r["point"] == key])
+
+        verdict, spread = judge_ratio(f"{pattern} throughput, VLB / direct ({calendar})", "VLB is", side("vlb"),
+                                      side("direct"), key=lambda r: r["rep"], value=lambda r: r["throughput"],
+                                      below="lower", above="higher")
+        if verdict.finding:
+            verdict = dataclasses.replace(verdict, finding=f"{verdict.finding}: {spread['mean']:.2f}x direct routing")
+        out.append(verdict)
+    if allreduce:
+        verdict, spread = judge_ratio("ring all-reduce, VLB / direct", "VLB is",
+                                      Side("all-reduce vlb", [r for r in allreduce if r["routing"] == "vlb"]),
+                                      Side("all-reduce direct", [r for r in allreduce if r["routing"] == "direct"]))
+        if verdict.finding:
+            verdict = dataclasses.replace(verdict, finding=f"{verdict.finding}: {spread['mean']:.2f}x direct's time")
+        out.append(verdict)
+    return out

@@ -27,6 +27,7 @@ from controller.errors import ConfigError
 from controller.schedule.model import CircuitPlan, Schedule
 from controller.topology import optical
 from controller.topology.model import ETHERNET_MTU, Topology
+from mlfabric_base.errors import refuse_nonfinite
 
 __all__ = ["TRANSPORTS", "Tdn", "TdtcpConfig", "capacity_mbps", "fabric", "goodput_mbps", "percentile",
            "schedule", "summarize", "switch_args", "tdn_at"]
@@ -65,6 +66,7 @@ class TdtcpConfig:
         def bad(key: str, value: object, problem: str) -> ConfigError:
             return ConfigError("<tdtcp>", key, value, problem)
 
+        refuse_nonfinite("<tdtcp>", self)
         if self.target not in ("python", "bmv2"):
             raise bad("target", self.target, "is python or bmv2")
         if self.repetitions < 1:

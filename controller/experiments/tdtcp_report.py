@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from controller.experiments.comparisons import Side, judge_ratio
+from controller.experiments.fidelity import Verdict
 from controller.experiments.tdtcp import TdtcpConfig, capacity_mbps, percentile, summarize, tdn_at
 
-__all__ = ["EARLY_US", "notification_latencies", "report"]
+__all__ = ["EARLY_US", "notification_latencies", "report", "verdicts"]
 
 PAPER = ("TDTCP (SIGCOMM'22, Etalon, TDF 20): 24-41% more throughput than DCTCP, CUBIC and MPTCP "
          "on a reconfigurable network")
@@ -151,3 +154,29 @@ def report(cfg: TdtcpConfig, runs: Sequence[Mapping[str, Any]], out: Path) -> tu
     text, summary = _table(cfg, runs)
     figure = _plot(cfg, runs, out / "tdtcp.png")
     return text, summary, figure
+
+
+def verdicts(cfg: TdtcpConfig, runs: Sequence[Mapping[str, Any]]) -> list[Verdict]:
+    """The first transport's goodput against each other one's, paired by repetition and
+    judged on both's transfers by the one rule (a transfer that did not complete failed).
+
+    >>> cfg = TdtcpConfig(transports=("tdtcp", "cubic"))
+    >>> runs = [{"rep": i, "transport": t, "complete": True, "goodput_mbps": g, "machine_cpu": 0.3}
+    ...         for i in range(3) for t, g in (("tdtcp", 18.0 + i / 10), ("cubic", 10.0))]
+    >>> [v.text() for v in verdicts(cfg, runs)]
+    ["tdtcp's goodput is higher: 1.81x cubic's"]
+    """
+    first = cfg.transports[0]
+
+    def side(transport: str) -> Side:
+        return Side(transport, [{**r, "ok": bool(r.get("complete"))} for r in runs if r.get("transport") == transport])
+
+    out = []
+    for other in cfg.transports[1:]:
+        verdict, spread = judge_ratio(f"{first} vs {other}", f"{first}'s goodput is", side(first), side(other),
+                                      key=lambda r: r["rep"], value=lambda r: r["goodput_mbps"],
+                                      below="lower", above="higher")
+        if verdict.finding:
+            verdict = dataclasses.replace(verdict, finding=f"{verdict.finding}: {spread['mean']:.2f}x {other}'s")
+        out.append(verdict)
+    return out

@@ -45,6 +45,7 @@ from controller.topoopt.search import (
 )
 from controller.topoopt.timing import Timing, all_group_rings
 from controller.topoopt.wiring import Wiring
+from mlfabric_base.errors import refuse_nonfinite
 
 __all__ = ["COST_RATIO", "DEFAULT_JOBS", "FABRICS", "PAPER_TAX", "Planned", "TopoOptConfig", "Variant",
            "expected_tax", "forwarded", "mean_sd", "plan", "step_spec", "tax", "tx_frames"]
@@ -87,6 +88,7 @@ class TopoOptConfig:
         def bad(key: str, value: object, problem: str) -> ConfigError:
             return ConfigError("<topoopt experiment>", key, value, problem)
 
+        refuse_nonfinite("<topoopt experiment>", self)
         if self.target not in ("python", "bmv2"):
             raise bad("--target", self.target, "is python or bmv2")
         if not self.jobs:

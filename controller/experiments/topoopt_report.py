@@ -5,15 +5,18 @@ Pure but for writing the figures."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from controller.experiments.comparisons import Side, judge_ratio
 from controller.experiments.cpu_use import cpu_summary, cpu_verdict
 from controller.experiments.fidelity import (
     Verdict,
     fidelity_lines,
     judge,
+    runs_of,
     undecided_note,
     verdicts_json,
 )
@@ -73,31 +76,38 @@ def _entry(summary: list[dict[str, Any]], job: str, d: int, fabric: str) -> dict
 
 def verdicts(planned: Sequence[Planned], rows: Sequence[dict[str, Any]],
              summary: list[dict[str, Any]]) -> list[Verdict]:
-    """TopoOpt co-optimized against each baseline, per job and degree, judged on the runs of
-    both fabrics it rests on."""
+    """TopoOpt co-optimized against each baseline, per job and degree, by the one rule
+    (:func:`controller.experiments.comparisons.judge_ratio`): the baseline's iteration time
+    over TopoOpt's, paired by repetition, judged on the runs of both fabrics."""
     out = []
     for p in planned:
-        top = _entry(summary, p.job.name, p.degree, "topoopt")
+        def side(fabric: str, p: Planned = p) -> Side:
+            return Side(f"{FABRICS[fabric]}", [r for r in rows if r["job"] == p.job.name and r["degree"] == p.degree
+                                               and r["fabric"] == fabric and r.get("kind", "iteration") == "iteration"])
+
+        top = side("topoopt")
         for base in BASELINES:
-            other = _entry(summary, p.job.name, p.degree, base)
             label = f"{p.job.name} d={p.degree} vs {FABRICS[base]}"
-            fabrics = {"topoopt", base}
-            measured = [r for r in rows if r["job"] == p.job.name and r["degree"] == p.degree and r["fabric"] in fabrics
-                        and r.get("kind", "iteration") == "iteration"]
-            if other["same_as_topoopt"]:
-                out.append(judge(label, "the same fabric: TopologyFinder kept TotientPerms", measured))
+            if _entry(summary, p.job.name, p.degree, base)["same_as_topoopt"]:
+                # nothing to measure: the alternation kept TotientPerms' fabric and strategy
+                out.append(judge(label, "the same fabric: TopologyFinder kept TotientPerms", top.rows,
+                                 runs=(runs_of(top.label, top.rows),), needed=1))
                 continue
-            t, b = top["seconds"][0], other["seconds"][0]
-            ratio = b / t if t == t and t and b == b else float("nan")
-            if ratio != ratio:  # a side has no successful run: nothing was measured to compare
-                out.append(judge(label, "no successful run to compare", []))
-                continue
-            if abs(ratio - 1) < 0.03:
-                finding = f"even ({ratio:.2f}x)"
-            else:
-                finding = f"TopoOpt {ratio:.2f}x as fast" if ratio > 1 else f"TopoOpt takes {1 / ratio:.2f}x as long"
-            out.append(judge(label, finding, measured))
+            verdict, spread = judge_ratio(label, "TopoOpt is", side(base), top, key=lambda r: r["rep"],
+                                          below="slower", above="faster", even_within=0.03)
+            if verdict.finding:
+                verdict = dataclasses.replace(verdict, finding=f"{verdict.finding}: {_speedup(spread['mean'])}")
+            out.append(verdict)
     return out
+
+
+def _speedup(ratio: float) -> str:
+    """``1.52x as fast`` or ``takes 1.25x as long`` (a baseline's time over TopoOpt's).
+
+    >>> _speedup(1.52), _speedup(0.8)
+    ('1.52x as fast', 'takes 1.25x as long')
+    """
+    return f"{ratio:.2f}x as fast" if ratio >= 1 else f"takes {1 / ratio:.2f}x as long"
 
 
 def _table(cfg: TopoOptConfig, planned: Sequence[Planned], summary: list[dict[str, Any]],

@@ -112,7 +112,7 @@ def place(topo: Topology, *, gpus: bool = False, ranks_per_host: int | None = No
     >>> place(rail_only(2, 2), ranks_per_host=0)
     Traceback (most recent call last):
     ...
-    controller.errors.ConfigError: <launch>: --ranks-per-host: must be an integer >= 1 (got 0)
+    mlfabric_base.errors.ConfigError: <launch>: --ranks-per-host: must be an integer >= 1 (got 0)
     """
     if order not in ORDERS:
         raise ConfigError(_SOURCE, "--rank-order", order, f"one of {', '.join(ORDERS)}")

@@ -92,7 +92,7 @@ def parse_job(data: Any, source: str = "<job>") -> JobSpec:
     >>> parse_job({"name": "j", "session": 40, "shadow": "s2", "workers": two})
     Traceback (most recent call last):
     ...
-    controller.errors.ConfigError: <job>: session: must be in 0..31 (got 40)
+    mlfabric_base.errors.ConfigError: <job>: session: must be in 0..31 (got 40)
     """
     if not isinstance(data, dict):
         raise _fail(source, "<top>", data, "expected a mapping")

@@ -18,6 +18,7 @@ import yaml
 
 from controller.errors import ConfigError
 from controller.models.cost import ClusterSpec, ComponentCosts
+from mlfabric_base.numbers import number_problem
 
 __all__ = ["DEFAULT_COST_FILE", "CostParams", "load_cost_params", "parse_cost_params"]
 
@@ -77,8 +78,8 @@ class _Reader:
 
     def number(self, value: Any, key: str) -> float:
         v = self.sourced(value, key)
-        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
-            raise self.fail(f"{key}.value", v, "expected a non-negative number")
+        if number_problem(v, minimum=0) is not None:
+            raise self.fail(f"{key}.value", v, "expected a finite non-negative number")
         return float(v)
 
     def flag(self, value: Any, key: str) -> bool:
@@ -105,7 +106,7 @@ def parse_cost_params(doc: Any, file: str = "<cost params>") -> CostParams:
     >>> parse_cost_params(doc, "x.yaml")
     Traceback (most recent call last):
     ...
-    controller.errors.ConfigError: x.yaml: cable.colour: unknown key (allowed: description, price_usd, power_w) (got 'blue')
+    mlfabric_base.errors.ConfigError: x.yaml: cable.colour: unknown key (allowed: description, price_usd, power_w) (got 'blue')
     """
     r = _Reader(file)
     top = r.mapping(doc, "", _TOP, _TOP)

@@ -33,11 +33,15 @@ __all__ = ["dump_schedule", "load_schedule", "parse_schedule", "schedule_to_dict
 _TOP = {"name", "kind", "racks", "slice_us", "night_us", "circuits"}
 
 
+#: the largest integer a schedule holds: the switches' clocks count microseconds in 48 bits
+MAX_INT = (1 << 48) - 1
+
+
 def _int(file: str, key: str, value: Any, minimum: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(file, key, value, "expected an integer")
-    if value < minimum:
-        raise ConfigError(file, key, value, f"must be >= {minimum}")
+    if not minimum <= value <= MAX_INT:
+        raise ConfigError(file, key, value, f"must be in {minimum}..{MAX_INT} (a 48-bit microsecond clock)")
     return value
 
 
@@ -48,7 +52,7 @@ def parse_schedule(doc: Any, file: str = "<schedule>") -> Schedule:
     ...                 "night_us": 1, "circuits": [{"slices": [[1, 1]]}]})
     Traceback (most recent call last):
     ...
-    controller.errors.ConfigError: <schedule>: circuits[0].slices[0]: two racks send to the same rack: not a matching (got [1, 1])
+    mlfabric_base.errors.ConfigError: <schedule>: circuits[0].slices[0]: two racks send to the same rack: not a matching (got [1, 1])
     """
     if not isinstance(doc, dict):
         raise ConfigError(file, "<top>", type(doc).__name__, "expected a mapping")

@@ -6,6 +6,7 @@ naming the file, the key path (``hosts[2].nics[0].rail``) and the value.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from controller.topology.model import (
     Switch,
     Topology,
 )
+from mlfabric_base.numbers import is_finite_number, number_problem
 
 __all__ = ["dump_topology", "load_topology", "parse_topology", "topology_to_dict"]
 
@@ -62,11 +64,13 @@ class _Reader:
             raise self.fail(key, value, "expected an integer")
         if minimum is not None and value < minimum:
             raise self.fail(key, value, f"must be >= {minimum}")
+        if value > MAX_INT:
+            raise self.fail(key, value, f"must be <= {MAX_INT} (a 64-bit id)")
         return value
 
     def num(self, value: Any, key: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise self.fail(key, value, "expected a non-negative number")
+        if number_problem(value, minimum=0) is not None:
+            raise self.fail(key, value, "expected a finite non-negative number")
         return float(value)
 
     def endpoint(self, value: Any, key: str) -> Endpoint:
@@ -80,6 +84,22 @@ class _Reader:
 #: the most hosts, switches or links a topology file may list (a 16,384-GPU rail-only fabric
 #: has 2,048 servers and about 20,000 links)
 MAX_ITEMS = 200_000
+
+
+#: the largest integer a topology holds (a P4Runtime device id is 64 bits)
+MAX_INT = (1 << 63) - 1
+
+
+def _numbers(value: Any, key: str) -> Iterator[tuple[str, Any]]:
+    """Every number under ``value`` (a generator's free-form parameters), with its key."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _numbers(v, f"{key}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _numbers(v, f"{key}[{i}]")
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield key, value
 
 
 def parse_topology(doc: Any, file: str = "<topology>") -> Topology:
@@ -127,6 +147,9 @@ def parse_topology(doc: Any, file: str = "<topology>") -> Topology:
     params = top.get("params") or {}
     if not isinstance(params, dict):
         raise r.fail("params", params, "expected a mapping")
+    for key, value in _numbers(params, "params"):
+        if not is_finite_number(value):
+            raise r.fail(key, value, "expected a finite number")
     schedules = top.get("schedules") or {}
     if not isinstance(schedules, dict):
         raise r.fail("schedules", schedules, "expected a mapping")

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.errors import ConfigError
+from mlfabric_base.numbers import number_problem
 
 __all__ = ["MODELS", "Job", "Strategy", "job_to_dict", "load_job", "parse_job"]
 
@@ -105,15 +106,21 @@ def _bad(source: str):
     return lambda key, value, problem: ConfigError(source, key, value, problem)
 
 
+#: the largest quantity (MB, ms, a count) a job file may give: far beyond any model, and far
+#: from where a float's arithmetic overflows
+MAX_QUANTITY = 1e12
+
+
 def _number(obj: Mapping[str, Any], key: str, source: str, *, integer: bool = False, minimum: float = 0.0,
             default: Any = None) -> Any:
     value = obj.get(key, default)
     if value is None:
         raise ConfigError(source, key, None, "is required")
-    ok = isinstance(value, int) if integer else isinstance(value, int | float)
-    if isinstance(value, bool) or not ok or value < minimum:
-        kind = "an integer" if integer else "a number"
+    if number_problem(value, minimum=minimum, integer=integer) is not None:
+        kind = "an integer" if integer else "a finite number"
         raise ConfigError(source, key, value, f"must be {kind} >= {minimum:g}")
+    if value > MAX_QUANTITY:
+        raise ConfigError(source, key, value, f"must be <= {MAX_QUANTITY:g}")
     return value
 
 

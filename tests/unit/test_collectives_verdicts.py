@@ -11,6 +11,7 @@ import pytest
 from controller.errors import ConfigError
 from controller.experiments.collectives import CollectivesConfig, model_time, summarize, verdicts
 from controller.experiments.collectives_report import plot_sizes, report
+from controller.experiments.fidelity import TOO_FEW_RUNS, TOO_SPREAD
 from controller.experiments.ompi_tuned import ALGORITHMS, default_algorithm, forced_mca
 from controller.launch.mpi import mpirun_argv
 from controller.launch.placement import place
@@ -98,7 +99,8 @@ def test_report_names_every_series_and_its_model(tmp_path: Path) -> None:
     assert "rabenseifner (default)" in text and "1 MiB" in text and "-37%" in text  # 0.2 s against 0.317
     assert len(judged) == 4  # two collectives' defaults and forced algorithms
     assert len(data["fidelity"]["verdicts"]) == 4 and len(data["summary"]) == 2
-    assert judged[0].decided and "too few" in judged[2].finding  # no forced run in these rows
+    # ratios 1.00, 1.05, 1.10: too spread to call; no forced run in these rows: too few runs, not a finding
+    assert judged[0].outcome == TOO_SPREAD and judged[2].outcome == TOO_FEW_RUNS and not judged[2].finding
     (s,) = [s for s in summarize(rows, cfg) if s["fabric"] == "fat-tree"]
     assert s["median_s"] == 0.2 and not math.isnan(s["model_s"])
     assert plot_sizes(rows, cfg, tmp_path / "p.png", title="t").stat().st_size > 1000

@@ -8,11 +8,15 @@ from controller.experiments.cpu_use import CpuUse, cpu_row
 from controller.experiments.fidelity import (
     UNDECIDED,
     FidelityLimits,
+    Runs,
     judge,
     undecided_note,
     verdicts_json,
 )
 from controller.experiments.link_rate import LinkUse, QueueSample, link_use
+
+#: two configurations with every run successful: only the monitors decide here
+RUNS = (Runs("a", 3, 3), Runs("b", 3, 3))
 
 
 def _row(machine: float, switch: float, name: str = "rail0") -> dict:
@@ -20,12 +24,12 @@ def _row(machine: float, switch: float, name: str = "rail0") -> dict:
 
 
 def test_a_comparison_within_the_limits_is_decided_and_says_its_finding() -> None:
-    v = judge("allreduce", "rail-only is even", [_row(0.4, 0.3), _row(0.59, 0.84)])
+    v = judge("allreduce", "rail-only is even", [_row(0.4, 0.3), _row(0.59, 0.84)], runs=RUNS)
     assert v.decided and v.text() == "rail-only is even" and v.intervals == 2 and v.failed == 0
 
 
 def test_one_busy_interval_makes_the_comparison_undecided_and_names_the_monitor() -> None:
-    v = judge("alltoall", "rail-only is faster", [_row(0.4, 0.3), _row(0.97, 0.3), _row(0.7, 0.9, "leaf1")])
+    v = judge("alltoall", "rail-only is faster", [_row(0.4, 0.3), _row(0.97, 0.3), _row(0.7, 0.9, "leaf1")], runs=RUNS)
     assert not v.decided and v.failed == 2
     assert v.text().startswith(UNDECIDED)
     assert "machine CPU 97% > 60%" in v.text() and "switch CPU leaf1 90% of a core > 85%" in v.text()
@@ -33,13 +37,13 @@ def test_one_busy_interval_makes_the_comparison_undecided_and_names_the_monitor(
 
 
 def test_no_measured_interval_decides_nothing() -> None:
-    v = judge("alltoall", "rail-only is faster", [{"machine_cpu": None}, {}])
+    v = judge("alltoall", "rail-only is faster", [{"machine_cpu": None}, {}], runs=RUNS)
     assert not v.decided and "no interval was measured" in v.text()
 
 
 def test_limits_are_configurable_and_summary_json_is_machine_readable() -> None:
     limits = FidelityLimits(machine=0.99, switch=0.99)
-    verdicts = [judge("a", "even", [_row(0.97, 0.9)], limits), judge("b", "faster", [_row(0.97, 0.9)])]
+    verdicts = [judge("a", "even", [_row(0.97, 0.9)], limits, runs=RUNS), judge("b", "faster", [_row(0.97, 0.9)], runs=RUNS)]
     data = json.loads(json.dumps(verdicts_json(verdicts, limits)))
     assert data["limits"] == {"machine_cpu": 0.99, "switch_cpu": 0.99, "link_carried": 0.9,
                               "link_overshoot": 1.05} and data["all_decided"] is False
@@ -57,15 +61,15 @@ def _links(carried: float | None, overshoot: float | None) -> dict:
 
 
 def test_a_backlogged_link_short_of_its_rate_makes_the_comparison_undecided_and_the_worst_is_the_lowest() -> None:
-    v = judge("alltoall", "rail-only is faster", [_links(0.99, 1.0), _links(0.85, 1.0), _links(0.6, 1.0)])
+    v = judge("alltoall", "rail-only is faster", [_links(0.99, 1.0), _links(0.85, 1.0), _links(0.6, 1.0)], runs=RUNS)
     assert not v.decided and v.failed == 2
     assert [b.monitor for b in v.worst] == ["link rate"] and v.worst[0].measured == 0.6
     assert "link rate h0-eth0 carried 60% of its rate while busy < 90%" in v.text()
 
 
 def test_a_link_sending_over_its_rate_is_a_breach_and_links_not_judged_are_not() -> None:
-    assert judge("a", "even", [_links(None, 1.04), _links(0.95, 0.5)]).decided
-    v = judge("a", "even", [_links(None, 1.3), _links(None, 1.1)])
+    assert judge("a", "even", [_links(None, 1.04), _links(0.95, 0.5)], runs=RUNS).decided
+    v = judge("a", "even", [_links(None, 1.3), _links(None, 1.1)], runs=RUNS)
     assert not v.decided and v.worst[0].monitor == "link overshoot" and v.worst[0].measured == 1.3
 
 

@@ -33,7 +33,7 @@ def test_the_shipped_jobs_load_and_round_trip() -> None:
     ({"model": "cnn"}, "model: one of dlrm, transformer"),
     ({"colour": 1}, "colour: unknown key for a dlrm job"),
     ({"servers": 2}, "servers: must be an integer >= 3"),
-    ({"dense_mb": -1}, "dense_mb: must be a number >= 0"),
+    ({"dense_mb": -1}, "dense_mb: must be a finite number >= 0"),
     ({"strategy": {"tables": [0, 9, 1, 2]}}, r"strategy.tables\[1\]: a server index 0..7"),
     ({"strategy": {"tables": [0]}}, r"strategy.tables: one server per table \(4\)"),
     ({"strategy": {"stages": 3}}, "unknown key for a dlrm strategy"),

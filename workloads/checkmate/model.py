@@ -88,7 +88,7 @@ class ModelSpec:
     >>> ModelSpec(hidden=0)
     Traceback (most recent call last):
     ...
-    controller.errors.ConfigError: <model>: hidden: must be an integer >= 1 (got 0)
+    mlfabric_base.errors.ConfigError: <model>: hidden: must be an integer >= 1 (got 0)
     """
 
     hidden: int = 64
@@ -210,7 +210,7 @@ def check_world(spec: ModelSpec, world: int) -> None:
     >>> check_world(ModelSpec(batch=8), 32)
     Traceback (most recent call last):
     ...
-    controller.errors.ConfigError: <model>: batch: must be >= the world size 32 (got 8)
+    mlfabric_base.errors.ConfigError: <model>: batch: must be >= the world size 32 (got 8)
     """
     if isinstance(world, bool) or not isinstance(world, int) or world < 1:
         raise ConfigError(_SOURCE, "world", world, "must be an integer >= 1")

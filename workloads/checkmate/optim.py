@@ -64,11 +64,11 @@ class OptimizerSpec:
     >>> OptimizerSpec.from_dict({"lr": -1}, "job")
     Traceback (most recent call last):
     ...
-    controller.errors.ConfigError: job: optimizer.lr: must be > 0 (got -1)
+    mlfabric_base.errors.ConfigError: job: optimizer.lr: must be > 0 (got -1)
     >>> OptimizerSpec.from_dict({"nesterov": True}, "job")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    controller.errors.ConfigError: job: optimizer.nesterov: unknown key (allowed: ...) (got True)
+    mlfabric_base.errors.ConfigError: job: optimizer.nesterov: unknown key (allowed: ...) (got True)
     """
 
     kind: str = "sgd"

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from mlfabric_base.numbers import unit_fraction
 from workloads.checkmate.capture import Capture, Segment
 from workloads.checkmate.capture_plan import CaptureLeg, capture_plan
 from workloads.checkmate.checkpoint import load_checkpoint, save_checkpoint
@@ -49,7 +50,7 @@ from workloads.config import WorkloadConfig
 from workloads.errors import ConfigError, TransportError, WorkloadError
 from workloads.plan import Layout, ring_plan
 
-__all__ = ["SHADOW_CHECKPOINT", "ShadowConfig", "ShadowReplica", "main"]
+__all__ = ["SHADOW_CHECKPOINT", "ShadowConfig", "ShadowReplica", "build_parser", "main"]
 
 log = logging.getLogger(__name__)
 
@@ -291,18 +292,22 @@ def run(cfg: ShadowConfig, report: TextIO, *, join: bool = False, ready: TextIO 
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m workloads.checkmate.shadow", description=__doc__.split("\n")[0])
     p.add_argument("--config", required=True, type=Path, help="the shadow's JSON configuration")
     p.add_argument("--report", required=True, type=Path, help="events, one JSON object a line (appended)")
     p.add_argument("--join", action="store_true", help="start mid-training: sync from rank 0 first")
-    p.add_argument("--drop-rate", type=float, default=0.0,
+    p.add_argument("--drop-rate", type=unit_fraction, default=0.0,
                    help="inject loss: discard each mirrored segment with this probability")
     p.add_argument("--drop-seed", type=int, default=0, help="seed of the injected loss")
     p.add_argument("--drop-every", type=int, default=0,
                    help="inject loss deterministically: discard every n-th mirrored data segment")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level,
                         format="%(asctime)s shadow %(levelname)s %(name)s: %(message)s")
     try:

@@ -47,6 +47,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from mlfabric_base.numbers import finite_float, nonnegative_float, positive_float
 from workloads.tdtcp.config import PORT, ReceiverConfig, SenderConfig
 from workloads.tdtcp.congestion import MODES, CongestionConfig
 from workloads.tdtcp.errors import ConfigError, ListenerError, PeerTimeout
@@ -73,11 +74,11 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("recv", help="receive streams until idle")
     r.add_argument("bind", metavar="BIND_IP")
     r.add_argument("--port", type=int, default=PORT)
-    r.add_argument("--idle", type=float, default=1.0, help="stop this long after the last datagram (s)")
-    r.add_argument("--wait", type=float, default=30.0, help="stop if nothing arrives this long (s)")
+    r.add_argument("--idle", type=nonnegative_float, default=1.0, help="stop this long after the last datagram (s)")
+    r.add_argument("--wait", type=positive_float, default=30.0, help="stop if nothing arrives this long (s)")
     r.add_argument("--ack-every", type=int, default=1, choices=(1, 2))
     r.add_argument("--window", type=int, default=16 << 20, help="largest advertised window (bytes)")
-    r.add_argument("--stats-ms", type=float, default=10.0, help="delivered-bytes sampling period (ms)")
+    r.add_argument("--stats-ms", type=positive_float, default=10.0, help="delivered-bytes sampling period (ms)")
     r.add_argument("--sock-buf", type=int, default=4 << 20, help="socket buffers (bytes)")
     s = sub.add_parser("send", help="send one stream")
     s.add_argument("dst", metavar="DST_IP")
@@ -86,24 +87,24 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=PORT)
     s.add_argument("--listen-icmp", action="store_true", help="switch TDN on ICMP type 7 (needs root)")
     s.add_argument("--icmp-accept-bad-checksum", action="store_true")
-    s.add_argument("--stats-ms", type=float, default=10.0, help="timeline sampling period (ms)")
-    s.add_argument("--start-at", type=float, help="start at this time.monotonic() value")
+    s.add_argument("--stats-ms", type=positive_float, default=10.0, help="timeline sampling period (ms)")
+    s.add_argument("--start-at", type=finite_float, help="start at this time.monotonic() value")
     s.add_argument("--initial-tdn", type=int, default=0)
     s.add_argument("--mss", type=int, default=CongestionConfig().mss, help="payload bytes per segment")
     s.add_argument("--initial-window", type=int, default=10, help="segments")
-    s.add_argument("--min-rto-ms", type=float, default=200.0)
-    s.add_argument("--initial-rto-ms", type=float, default=1000.0)
+    s.add_argument("--min-rto-ms", type=positive_float, default=200.0)
+    s.add_argument("--initial-rto-ms", type=positive_float, default=1000.0)
     s.add_argument("--conn", type=int, help="connection id (default: random)")
-    s.add_argument("--timeout", type=float, default=30.0, help="give up after this long without progress (s)")
-    s.add_argument("--seconds", type=float, default=None,
+    s.add_argument("--timeout", type=positive_float, default=30.0, help="give up after this long without progress (s)")
+    s.add_argument("--seconds", type=positive_float, default=None,
                    help="stop after this long, done or not (a transfer of fixed length, as iperf3 -t)")
     s.add_argument("--sock-buf", type=int, default=4 << 20, help="socket buffers (bytes)")
     s.add_argument("--no-timestamps", action="store_true", help="RTT samples by Karn's rule only")
     s.add_argument("--drop-segments", type=_ints, default=frozenset(), help="drop these segments' first sending")
-    s.add_argument("--loss-rate", type=float, default=0.0, help="drop each transmission with this probability")
+    s.add_argument("--loss-rate", type=finite_float, default=0.0, help="drop each transmission with this probability")
     s.add_argument("--seed", type=int, default=0, help="seed of --loss-rate")
     n = sub.add_parser("listen", help="record TDN notifications (ICMP type 7) for a while; needs root")
-    n.add_argument("--seconds", type=float, required=True, help="how long to listen")
+    n.add_argument("--seconds", type=positive_float, required=True, help="how long to listen")
     return p
 
 
