@@ -50,12 +50,16 @@ def _measure(sampler: Any, run: Any) -> dict[str, float]:
             "switch_cpu_s_per_gb": use.total * seconds / gigabytes}
 
 
-def byte_cost(target: str, engine: str | None, mtu: int, megabytes: int = 300) -> dict[str, float]:
-    """Through one P4 switch of ``target`` (and the Python target's ``engine``)."""
+def byte_cost(target: str, engine: str | None, mtu: int, megabytes: int = 300, *,
+              super_frames: int = 0) -> dict[str, float]:
+    """Through one P4 switch of ``target`` (and the Python target's ``engine``); with
+    ``super_frames``, the hosts' offloads on and the switch forwarding super-packets of
+    that many frames whole (``mlfabric-switch --super-packets``)."""
     fabric_net = load_emulation_module("fabric_net")
     sampler_mod = load_emulation_module("cpu_sampler")
     topo = rail_only(2, 1, rate_mbps=None, mtu=mtu)
-    with fabric_net.EmulatedFabric(topo, target=target, engine=engine, shape=False, publish=False) as fab:
+    with fabric_net.EmulatedFabric(topo, target=target, engine=engine, shape=False, publish=False,
+                                   super_frames=super_frames) as fab:
         sampler = sampler_mod.fabric_cpu_sampler(fab, [s.name for s in topo.switches])
         s0, s1 = fab.host("s0"), fab.host("s1")
         address = topo.host("s1").nics[0].address

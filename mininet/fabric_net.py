@@ -116,8 +116,20 @@ class EmulatedFabric:
                  calendar_queues: bool = False, margin_us: int = 0,
                  switch_args_of: Mapping[str, tuple[str, ...]] | None = None,
                  pcap_dir: Path | None = None, log_level: str = "info", run_dir: Path | None = None,
-                 engine: str | None = None, frame_skbs: bool = False) -> None:
+                 engine: str | None = None, frame_skbs: bool = False, super_frames: int = 0) -> None:
         self.topo = require_valid(topo, topo.name)
+        if super_frames and target != "python":
+            raise EmulationError("super-packets are a Python-target extension (mlfabric-switch --super-packets): "
+                                 f"{target} takes frames only (leave super_frames 0)")
+        if super_frames and frame_skbs:
+            raise EmulationError("super_frames and frame_skbs contradict: one asks TCP for super-packets, the "
+                                 "other for one frame per packet")
+        if super_frames < 0:
+            raise EmulationError(f"super_frames must be >= 0 (0: frames only), got {super_frames}")
+        #: frames per TCP super-packet that hosts send and switches forward whole (0: frames only)
+        self.super_frames = super_frames
+        if super_frames:
+            switch_args = (*switch_args, "--super-packets")
         if calendar_queues and target != "python":
             raise EmulationError("calendar queues are a Python-target extension: on BMv2 a packet whose "
                                  "slot has not come is dropped at the ToR (leave calendar_queues off)")
@@ -298,7 +310,8 @@ class EmulatedFabric:
                 cmds += [f"ip link set {intf} address {nic.mac}", f"ip addr flush dev {intf}",
                          f"ip addr add {nic.ip} dev {intf}", f"ip link set {intf} up"]
                 arp += [(ip, mac, intf) for other, ip, mac in by_rail.get(nic.rail, []) if other != h.name]
-            cmds += prepare_commands((_intf_name(h.name, n.name) for n in h.nics), frame_skbs=self.frame_skbs)
+            cmds += prepare_commands((_intf_name(h.name, n.name) for n in h.nics), frame_skbs=self.frame_skbs,
+                                     super_frames=self.super_frames)
             cmds += static_arp_commands(arp + self._service_neighbours(h))
             if self.source_routing:
                 cmds += self._rail_source_routes(h)

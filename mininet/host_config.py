@@ -12,7 +12,7 @@ __all__ = ["chunks", "prepare_commands", "prepare_host", "rto_min_commands", "ru
            "static_arp_commands"]
 
 
-def prepare_commands(intfs: Iterable[str], *, frame_skbs: bool = False) -> list[str]:
+def prepare_commands(intfs: Iterable[str], *, frame_skbs: bool = False, super_frames: int = 0) -> list[str]:
     """Turn off checksum/segmentation offloads and IPv6 noise on the given interfaces.
 
     A frame leaving a veth with checksum offload carries no valid TCP/UDP checksum; a
@@ -26,11 +26,24 @@ def prepare_commands(intfs: Iterable[str], *, frame_skbs: bool = False) -> list[
     frames a link then sends 7 frames (60 kB) at once and idles for 97 ms, so a 200 ms busy
     stretch reads as low as 73% of the rate. One frame per packet shapes frames as a NIC
     does, at some CPU per byte.
+
+    With ``super_frames`` (the switches run ``--super-packets``), the offloads stay on and
+    TCP builds segments of ``super_frames`` frames (``tcp_min_tso_segs``, capped by the
+    interfaces' ``gso_max_segs``): each crosses the veths and the switches whole, its
+    checksum filled by nobody until a device needs it, and the kernel cuts it into frames
+    only where one cannot take it (a host's TSO as NICs do it, at the emulation's time scale).
+
+    >>> prepare_commands(["h0-eth0"], super_frames=7)[-3:]
+    ['ethtool -K h0-eth0 tx on rx on tso on gso on gro on 2>/dev/null', 'ip link set dev h0-eth0 gso_max_segs 7', 'sysctl -qw net.ipv4.tcp_min_tso_segs=7']
     """
     cmds = ["sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1",
             # collectives reuse connections after idle gaps: keep their windows (as DC hosts do)
             "sysctl -qw net.ipv4.tcp_slow_start_after_idle=0"]
     intfs = [i for i in intfs if i != "lo"]
+    if super_frames:
+        cmds += [f"ethtool -K {i} tx on rx on tso on gso on gro on 2>/dev/null" for i in intfs]
+        cmds += [f"ip link set dev {i} gso_max_segs {super_frames}" for i in intfs]
+        return [*cmds, f"sysctl -qw net.ipv4.tcp_min_tso_segs={super_frames}"]
     cmds += [f"ethtool -K {i} tx off rx off tso off gso off gro off lro off 2>/dev/null" for i in intfs]
     if frame_skbs:
         cmds += [f"ip link set dev {i} gso_max_segs 1" for i in intfs]

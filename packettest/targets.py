@@ -101,7 +101,8 @@ class InProcessTarget(PacketTarget):
 class ProcessTarget(PacketTarget):
     def __init__(self, kind: str, artifact: Artifact, ports: Sequence[int], *, device_id: int = 1,
                  cpu_port: int = CPU_PORT, engine: str | None = None,
-                 extra_args: tuple[str, ...] = (), log_dir: Path | None = None) -> None:
+                 extra_args: tuple[str, ...] = (), log_dir: Path | None = None,
+                 super_packets: bool = False) -> None:
         from packettest.veth import VethPorts
 
         self.kind = kind
@@ -111,7 +112,9 @@ class ProcessTarget(PacketTarget):
             #: the switch's output (info level): ``log_dir``, else a temporary folder
             self.log_dir = log_dir if log_dir is not None else Path(self._stack.enter_context(
                 tempfile.TemporaryDirectory(prefix=f"packettest-{kind}-")))
-            self.veth = VethPorts(ports, record)
+            self.veth = VethPorts(ports, record, super_packets=super_packets)
+            if super_packets:
+                extra_args = (*extra_args, "--super-packets")
             self._stack.callback(self.veth.close)
             spec = SwitchSpec(name=f"pt-{kind}", target="python" if kind == "python-process" else "bmv2",
                               ports=self.veth.switch_ifaces, device_id=device_id,
@@ -144,13 +147,16 @@ def open_target(kind: str, artifact: Artifact, ports: Sequence[int] = (1, 2, 3, 
                 device_id: int = 1, cpu_port: int = CPU_PORT,
                 engine: str = "python", extra_args: tuple[str, ...] = (),
                 log_dir: Path | None = None,
-                server_options: ServerOptions | None = None) -> Iterator[PacketTarget]:
+                server_options: ServerOptions | None = None,
+                super_packets: bool = False) -> Iterator[PacketTarget]:
     """Start a target of ``kind`` with ``artifact`` loaded; always torn down on exit.
 
     ``engine`` (``python``, ``native`` or ``auto``) selects the packet engine of the Python
     target, in process or as a process; ``bmv2`` ignores it. ``extra_args`` are more options
     for a switch process, which writes its output (and BMv2 its log) into ``log_dir`` when
-    given (else into a temporary folder, for :meth:`ProcessTarget.log_text`).
+    given (else into a temporary folder, for :meth:`ProcessTarget.log_text`). With
+    ``super_packets`` (a switch process of the Python target) the switch and the test's ends
+    of the veths carry ``virtio_net_hdr`` (``mlfabric-switch --super-packets``).
     ``server_options`` tune the in-process Python target's P4Runtime server.
     """
     if kind not in KINDS:
@@ -161,7 +167,8 @@ def open_target(kind: str, artifact: Artifact, ports: Sequence[int] = (1, 2, 3, 
                                  server_options=server_options, ports=ports)
     else:
         target = ProcessTarget(kind, artifact, ports, device_id=device_id, cpu_port=cpu_port,
-                               engine=engine, extra_args=extra_args, log_dir=log_dir)
+                               engine=engine, extra_args=extra_args, log_dir=log_dir,
+                               super_packets=super_packets)
     try:
         yield target
     finally:

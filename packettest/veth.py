@@ -63,7 +63,8 @@ def on_one_cpu(cpu: int) -> Iterator[None]:
 class VethPorts:
     """Create veth pairs for ``ports``; :meth:`close` deletes them (so does the record)."""
 
-    def __init__(self, ports: Iterable[int], record: NetRecord, prefix: str | None = None) -> None:
+    def __init__(self, ports: Iterable[int], record: NetRecord, prefix: str | None = None, *,
+                 super_packets: bool = False) -> None:
         tag = prefix or f"pt{os.getpid() % 10000}"
         self.switch_ifaces: dict[int, str] = {}
         self._test_ports: dict[int, Port] = {}
@@ -79,7 +80,7 @@ class VethPorts:
                                    capture_output=True, check=False)
                     _run("ip", "link", "set", iface, "up")
                 self.switch_ifaces[port] = s
-                self._test_ports[port] = Port(PortSpec(port, t))
+                self._test_ports[port] = Port(PortSpec(port, t), super_packets=super_packets)
             for s, t in ((s, f"{tag}t{port}") for port, s in self.switch_ifaces.items()):
                 _wait_up(s)
                 _wait_up(t)
@@ -108,6 +109,19 @@ class VethPorts:
             if left <= 0:
                 return None
             select.select([p.fileno()], [], [], left)
+
+    def send_raw(self, port: int, data: bytes) -> None:
+        """Send ``data`` as it is on ``port``'s socket (a ``virtio_net_hdr`` and a
+        super-packet, on ports opened with ``super_packets``)."""
+        with on_one_cpu(self.send_cpu):
+            self._test_ports[port].sock.send(data)
+
+    def receive_raw(self, port: int, timeout: float) -> bytes | None:
+        """What ``port``'s socket hands over next, as it is (with its ``virtio_net_hdr`` on
+        ports opened with ``super_packets``), within ``timeout`` seconds."""
+        sock = self._test_ports[port].sock
+        ready, _, _ = select.select([sock], [], [], timeout)
+        return sock.recv(1 << 17) if ready else None
 
     def drain(self) -> None:
         for p in self._test_ports.values():

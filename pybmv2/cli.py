@@ -100,6 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--clone-truncation", action="store_true",
                    help="extension (not in BMv2, which refuses such sessions): a clone session's "
                         "packet_length_bytes truncates its clones")
+    p.add_argument("--super-packets", action="store_true",
+                   help="extension (not in BMv2): the ports carry virtio_net_hdr (PACKET_VNET_HDR), so that a "
+                        "TCP segment the hosts' offloads left whole (up to 64 KB) goes through the pipeline once "
+                        "on the native engine and is cut into frames by the kernel only where a device needs it; "
+                        "the Python engine cuts it first. Counters and meters count super-packets")
     return p
 
 
@@ -140,6 +145,7 @@ def _options(args: argparse.Namespace):
         port_delays=dict(args.port_delay),
         port_ingress_delays=dict(args.port_ingress_delay),
         clone_truncation=args.clone_truncation,
+        super_packets=args.super_packets,
         log_console=log_level(args) in ("trace", "debug"),
         engine=args.engine or default_engine(),
     )

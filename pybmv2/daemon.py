@@ -61,6 +61,9 @@ class DaemonOptions:
     clone_truncation: bool = False
     #: the packet engine: ``auto`` (native where it can run the program), ``native``, ``python``
     engine: str = "auto"
+    #: extension: ports carry virtio_net_hdr; the native engine forwards super-packets whole
+    #: (pybmv2.offload); the Python engine cuts them into frames first
+    super_packets: bool = False
 
 
 def python_only_features(options: DaemonOptions) -> list[str]:
@@ -121,6 +124,9 @@ class SwitchDaemon:
         self.ports: dict[int, Port] = {}
         self._pcaps: dict[tuple[int, str], PcapWriter] = {}
         self._stop = threading.Event()
+        #: set when the native engine's I/O thread gives the ports back (or the switch stops):
+        #: the Python loop sleeps on it meanwhile instead of waking to check
+        self._ports_back = threading.Event()
         self.queues = EgressQueues(self._egress, default_depth=options.queue_depth,
                                    default_rate_pps=options.queue_rate_pps)
         for port, rate in options.port_rates.items():
@@ -138,7 +144,7 @@ class SwitchDaemon:
             for spec in options.ports:
                 if spec.number in self.ports:
                     raise PacketIOError(f"port {spec.number} given twice")
-                self.ports[spec.number] = Port(spec)
+                self.ports[spec.number] = Port(spec, super_packets=options.super_packets)
                 if options.pcap_dir is not None:
                     for direction in ("in", "out"):
                         path = options.pcap_dir / f"{spec.iface}_{direction}.pcap"
@@ -189,7 +195,7 @@ class SwitchDaemon:
             cpu_port=opts.cpu_port, on_packet_in=self._packet_in, on_digest=sw.deliver_digest,
             depth=opts.queue_depth, rate_pps=opts.queue_rate_pps, port_rates=opts.port_rates,
             calendar_slot=slot, port_delays=opts.port_delays,
-            port_ingress_delays=opts.port_ingress_delays)
+            port_ingress_delays=opts.port_ingress_delays, super_packets=opts.super_packets)
         if sw.startup is not None:
             sw.startup.lap("native: I/O thread start")
         log.info("the native engine runs the ports")
@@ -209,6 +215,7 @@ class SwitchDaemon:
         nio, self.native_io = self.native_io, None
         if nio is not None:
             nio.close()
+        self._ports_back.set()
 
     def _packet_in(self, port: int, frame: bytes) -> None:
         for out_port, out in self.server.deliver_outputs([(port, frame)]):
@@ -292,14 +299,18 @@ class SwitchDaemon:
         try:
             while not self._stop.is_set():
                 if self.native_io is not None:  # the native engine's thread has the ports
-                    self._stop.wait(0.05)
+                    self._ports_back.wait()
+                    self._ports_back.clear()
                     continue
                 for key, _ in sel.select(timeout=0.05):
                     number = key.data
                     port = self.ports[number]
                     pcap = self._pcaps.get((number, "in"))
                     for _ in range(64):  # drain a burst before waiting again
-                        frame = port.receive()
+                        # under the switch's lock, as the native engine's I/O thread takes the
+                        # ports (a pipeline change): once it has them, this loop reads none
+                        with self.switch.lock:
+                            frame = port.receive() if self.native_io is None else None
                         if frame is None:
                             break
                         if pcap is not None:
@@ -314,9 +325,11 @@ class SwitchDaemon:
 
     def stop(self) -> None:
         self._stop.set()
+        self._ports_back.set()
 
     def close(self) -> None:
         self._stop.set()
+        self._ports_back.set()
         monitor = getattr(self, "port_monitor", None)
         if monitor is not None:
             monitor.stop()

@@ -9,6 +9,7 @@ as given).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import socket
@@ -16,6 +17,7 @@ import struct
 from dataclasses import dataclass
 
 from pybmv2.errors import PacketIOError
+from pybmv2.offload import VNET_HDR, frames_of
 
 __all__ = ["Port", "PortSpec", "parse_port_spec"]
 
@@ -25,6 +27,8 @@ PACKET_ADD_MEMBERSHIP = 1
 PACKET_MR_PROMISC = 1
 PACKET_OUTGOING = 4
 PACKET_AUXDATA = 8
+#: every frame in and out carries a virtio_net_hdr first (super-packets, pybmv2.offload)
+PACKET_VNET_HDR = 15
 #: tpacket_auxdata.tp_status bits: a VLAN tag was removed; its TPID is known
 TP_STATUS_VLAN_VALID = 0x10
 TP_STATUS_VLAN_TPID_VALID = 0x40
@@ -99,10 +103,17 @@ def _set_send_buffer(sock: socket.socket) -> None:
 
 
 class Port:
-    """A raw socket bound to one interface, in promiscuous mode."""
+    """A raw socket bound to one interface, in promiscuous mode.
 
-    def __init__(self, spec: PortSpec) -> None:
+    With ``super_packets`` the socket carries a ``virtio_net_hdr`` before each frame: the
+    native engine's I/O thread forwards a super-packet whole, and :meth:`receive` (the
+    Python engine's path) hands over the frames it stands for, one at a time, checksums
+    complete (:func:`pybmv2.offload.frames_of`)."""
+
+    def __init__(self, spec: PortSpec, *, super_packets: bool = False) -> None:
         self.spec = spec
+        self.super_packets = super_packets
+        self._pending: collections.deque[bytes] = collections.deque()
         try:
             # protocol 0: the socket takes no frame until it is bound to its interface (opened
             # with ETH_P_ALL, it would queue every interface's frames until the bind)
@@ -117,6 +128,8 @@ class Port:
             with contextlib.suppress(OSError):
                 sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
             sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+            if super_packets:
+                sock.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
             _set_send_buffer(sock)
             sock.setblocking(False)
@@ -131,8 +144,10 @@ class Port:
     def receive(self) -> bytes | None:
         """One received frame as it was on the wire (an 802.1Q tag the kernel took out is
         put back), or None when there is nothing (or only our own output)."""
+        if self._pending:
+            return self._pending.popleft()
         try:
-            data, ancillary, _, addr = self.sock.recvmsg(65535, _ANCILLARY_SPACE)
+            data, ancillary, _, addr = self.sock.recvmsg(65535 + 64 + VNET_HDR.size, _ANCILLARY_SPACE)
         except BlockingIOError:
             return None
         except OSError as exc:  # the interface went down or away: its error, taken once
@@ -141,11 +156,19 @@ class Port:
             raise
         if addr[2] == PACKET_OUTGOING:
             return None
+        if self.super_packets:
+            head, data = data[:VNET_HDR.size], data[VNET_HDR.size:]
+            data = restore_vlan_tag(data, ancillary) if ancillary else data
+            frames = frames_of(head + data)
+            self._pending.extend(frames[1:])
+            return frames[0]
         return restore_vlan_tag(data, ancillary) if ancillary else data
 
     def send(self, frame: bytes) -> None:
+        """Send a whole frame (its checksums complete: on a super-packet port, with an
+        empty ``virtio_net_hdr``)."""
         try:
-            self.sock.send(frame)
+            self.sock.send(bytes(VNET_HDR.size) + frame if self.super_packets else frame)
         except OSError as exc:
             raise PacketIOError(f"send on {self.spec.iface} failed: {exc.strerror}") from exc
 

@@ -98,6 +98,7 @@ def generate(program: Program) -> tuple[str, NativeManifest]:
         f"#define HDR_MAX_BYTES {hdr_max}",
         runtime_source("rt_switch.c"),
         runtime_source("rt_hold.c"),
+        runtime_source("rt_offload.c"),
         runtime_source("rt_io.c"),
         runtime_source("rt_io_api.c"),
         runtime_source("rt_api.c"),

@@ -31,7 +31,7 @@ from pybmv2.calendar import HOLD_LINES, HoldCounts
 from pybmv2.errors import PacketIOError
 from pybmv2.native.engine import NativeEngine
 
-__all__ = ["IOStats", "NativeIO", "QueueCounts"]
+__all__ = ["IOStats", "NativeIO", "OffloadCounts", "QueueCounts"]
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +50,18 @@ class QueueCounts:
 
 
 @dataclass(frozen=True, slots=True)
+class OffloadCounts:
+    """Super-packets per port, received and sent whole; and those dropped on the way out."""
+
+    rx_super: dict[int, int]
+    tx_super: dict[int, int]
+    dropped: int
+
+
+@dataclass(frozen=True, slots=True)
 class IOStats:
-    """Per port: frames received, sent, dropped on receive (too long) and on send."""
+    """Per port: frames received, sent (as the wire counts them: a super-packet as its
+    segments), dropped on receive (too long) and on send."""
 
     rx: dict[int, int]
     tx: dict[int, int]
@@ -83,6 +93,9 @@ class NativeIO:
         whose release time is later than the clock's waits for it after ingress. None: off.
     port_delays, port_ingress_delays:
         Port -> µs by which that port's transmitted (received) frames are delayed.
+    super_packets:
+        The ports' sockets carry a ``virtio_net_hdr`` (the daemon's ports opened them so):
+        super-packets go through the pipeline whole (``csrc/rt_offload.c``).
     """
 
     def __init__(self, engine: NativeEngine, ports: Mapping[int, int], *, start_ns: int,
@@ -91,10 +104,11 @@ class NativeIO:
                  rate_pps: float | None = None,
                  port_rates: Mapping[int, float] | None = None, calendar_slot: int | None = None,
                  port_delays: Mapping[int, int] | None = None,
-                 port_ingress_delays: Mapping[int, int] | None = None) -> None:
+                 port_ingress_delays: Mapping[int, int] | None = None, super_packets: bool = False) -> None:
         self.engine = engine
         self._lib, self._ctx = engine._lib, engine._ctx
         self.ports = dict(ports)
+        self.super_packets = super_packets
         self._on_packet_in = on_packet_in
         self._on_digest = on_digest
         self._closed = False
@@ -106,8 +120,9 @@ class NativeIO:
         self._up_fd = lib.nx_io_up_fd(ctx)
         try:
             for num, fd in self.ports.items():
-                if lib.nx_io_port(ctx, num, fd) < 0:
-                    raise PacketIOError(f"the native engine cannot take port {num}")
+                if lib.nx_io_port(ctx, num, fd, int(super_packets)) < 0:
+                    raise PacketIOError(f"the native engine cannot take port {num}"
+                                        + (" with super-packets" if super_packets else ""))
             for num, rate in (port_rates or {}).items():
                 self.set_queue(num, rate_pps=rate)
             if lib.nx_io_calendar(ctx, -1 if calendar_slot is None else calendar_slot) < 0:
@@ -160,6 +175,17 @@ class NativeIO:
         at = 4 * len(nums) + 2
         qs = {p: QueueCounts(*v[at + 4 * i: at + 4 * i + 4]) for i, p in enumerate(queues)}
         return IOStats(per[0], per[1], per[2], per[3], v[4 * len(nums) + 1], qs)
+
+    def offloads(self) -> OffloadCounts:
+        """The super-packets each port received and sent whole, and those dropped because
+        their output was not a TCP or UDP segment the kernel could cut."""
+        nums = list(self.ports)
+        out = (ctypes.c_uint64 * (2 * len(nums) + 1))()
+        if self._closed or self._lib.nx_io_offloads(self._ctx, out) < 0:
+            return OffloadCounts({}, {}, 0)
+        v = list(out)
+        return OffloadCounts({n: v[2 * i] for i, n in enumerate(nums)},
+                             {n: v[2 * i + 1] for i, n in enumerate(nums)}, v[2 * len(nums)])
 
     def holds(self) -> dict[str, HoldCounts]:
         """The holding extensions' counts since the thread started, by

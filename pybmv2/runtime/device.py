@@ -104,6 +104,8 @@ class DeviceManager:
         self._config_lock = threading.Lock()
         self._batch_lock = threading.Lock()
         self._stop = threading.Event()
+        #: wakes the ticker: a pipeline committed, a digest configured, or the device stops
+        self._wake = threading.Event()
         self._ticker: threading.Thread | None = None
         #: the switch clock (µs) of the next idle-timeout sweep (BMv2 sweeps every second)
         self._next_sweep_us: int | None = None
@@ -124,12 +126,23 @@ class DeviceManager:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._ticker is not None:
             self._ticker.join(timeout=5)
             self._ticker = None
 
+    def _needs_ticks(self) -> bool:
+        """Digest timeouts to enforce or idle-timeout tables to sweep: else the ticker
+        sleeps until something changes (a switch forwarding traffic wakes no Python)."""
+        p = self._pipeline
+        return p is not None and (p.digests.needs_ticks() or any(t.support_timeout for t in p.tables.values()))
+
     def _tick_loop(self) -> None:
-        while not self._stop.wait(TICK_SECONDS):
+        while not self._stop.is_set():
+            self._wake.wait(TICK_SECONDS if self._needs_ticks() else None)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             p = self._pipeline
             if p is None:
                 continue
@@ -264,6 +277,7 @@ class DeviceManager:
             self._pipeline = pipeline
             self._next_sweep_us = None  # the new pipeline's sweeps start a second from its first tick
             self._saved = None
+            self._wake.set()
             startup = self.switch.startup
             line = None
             if startup is not None:
@@ -375,6 +389,7 @@ class DeviceManager:
             extern_ops.write_pre(p, self.switch, kind, entity.packet_replication_engine_entry)
         elif which == "digest_entry":
             p.digests.configure(kind, entity.digest_entry)
+            self._wake.set()
         elif which == "action_profile_member":
             profile_ops.write_member(p, kind, entity.action_profile_member)
         elif which == "action_profile_group":

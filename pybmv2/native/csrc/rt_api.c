@@ -87,6 +87,7 @@ NX_EXPORT void nx_destroy(void *h) {
     free(cx->oport);
     free(cx->ooff);
     free(cx->olen);
+    free(cx->ogso);
     free(cx->dig.p);
     free(cx->pool);
     pthread_mutex_destroy(&cx->mu);

@@ -11,6 +11,7 @@ typedef struct {
     u64 port;
     u32 len;
     pkt_t *job; /* the egress job's state (calendar queue), else NULL; job->data is `data` */
+    u32 gso;    /* the frame's offload word (rt_offload.c): a held frame's, or the job's */
     u8 data[];
 } held_t;
 
@@ -31,11 +32,12 @@ static inline int hentry_before(const hentry_t *a, const hentry_t *b) {
 }
 
 /* a copy of `len` bytes of `data` for port `port`, with a copy of `job` when given */
-static held_t *held_new(u64 port, const u8 *data, u32 len, const pkt_t *job) {
+static held_t *held_new(u64 port, const u8 *data, u32 len, const pkt_t *job, u32 gso) {
     held_t *it = malloc(sizeof *it + (len ? len : 1));
     if (!it) return NULL;
     it->port = port;
     it->len = len;
+    it->gso = job ? job->gso : gso;
     it->job = NULL;
     memcpy(it->data, data, len);
     if (job) {

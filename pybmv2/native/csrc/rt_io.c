@@ -29,7 +29,9 @@
 #include <unistd.h>
 
 #define IO_BATCH 64
-#define IO_SNAP 16384 /* frames longer than this are dropped (offloads are off in Mininet) */
+/* frames longer than this are dropped: a super-packet (rt_offload.c) is at most 64 KB of IP
+ * after its link-layer header */
+#define IO_SNAP (65536 + 64)
 #define IO_MAXPORTS 64
 #define IO_NPORTNUM 512
 #define IO_UP_LIMIT (64u << 20) /* bytes waiting for Python before packet-ins are dropped */
@@ -53,8 +55,11 @@ typedef struct {
 
 typedef struct {
     int fd, dead;
+    int vnet; /* the socket has PACKET_VNET_HDR: super-packets (rt_offload.c) */
     u32 num;
-    u64 rx, tx, rx_dropped, tx_dropped, errors;
+    /* frames as the wire counts them (a super-packet as its segments), drops, errors, and
+     * super-packets this port received and sent whole */
+    u64 rx, tx, rx_dropped, tx_dropped, errors, rx_super, tx_super;
 } ioport_t;
 
 typedef struct nx_io {
@@ -66,6 +71,7 @@ typedef struct nx_io {
     ioport_t ports[IO_MAXPORTS];
     u32 nports;
     int portfd[IO_NPORTNUM]; /* port number -> socket, -1 none */
+    i32 portix[IO_NPORTNUM]; /* port number -> index in ports[], -1 none */
     equeue_t *q[IO_NPORTNUM];
     u16 qports[IO_NPORTNUM]; /* the port numbers that have a queue, in creation order */
     u32 nq;
@@ -77,6 +83,8 @@ typedef struct nx_io {
     struct mmsghdr rmsg[IO_BATCH];
     struct iovec riov[IO_BATCH];
     struct sockaddr_ll raddr[IO_BATCH];
+    struct iovec rvio[IO_BATCH][2];
+    struct virtio_net_hdr rvnet[IO_BATCH];
     u8 rctl[IO_BATCH][CMSG_SPACE(sizeof(struct tpacket_auxdata))];
     /* a spare job buffer, swapped with the one of the job that leaves its queue */
     u8 *spare;
@@ -89,6 +97,7 @@ typedef struct nx_io {
     pthread_mutex_t downmu;
     nx_buf_t down, down_work;
     u64 oversize;
+    u64 offload_dropped; /* super-packets whose output could not be described (rt_offload.c) */
     /* the named extensions: the calendar queue's PHV slot (-1: none), the ports' delays in
      * µs (0: none) on what they transmit and receive, and the three hold lines */
     i64 cal_slot;
@@ -180,7 +189,7 @@ static void io_enqueue(ctx_t *cx, const pkt_t *s) {
     if (io->cal_slot >= 0) {
         u64 at = gen_meta_u64(s, (u32)io->cal_slot);
         if (at > io_now_us(io)) {
-            hline_push(&io->cal, at, held_new(s->port, s->data, s->len, s));
+            hline_push(&io->cal, at, held_new(s->port, s->data, s->len, s, 0));
             return;
         }
     }
@@ -194,9 +203,11 @@ static void io_enqueue_jobs(ctx_t *cx) {
     arena_reset(cx);
 }
 
-static void io_ingress(ctx_t *cx, u64 port, const u8 *frame, u32 len) {
+static void io_ingress(ctx_t *cx, u64 port, const u8 *frame, u32 len, u32 gso) {
     cx->now_us = io_now_us(cx->io);
+    cx->in_gso = gso;
     ingress_frame(cx, port, frame, len);
+    cx->in_gso = 0;
     io_enqueue_jobs(cx);
 }
 
@@ -207,7 +218,7 @@ static void io_release(ctx_t *cx) {
     u64 now = io_now_us(io);
     held_t *it;
     while ((it = hline_pop_due(&io->rx_line, now))) {
-        io_ingress(cx, it->port, it->data, it->len);
+        io_ingress(cx, it->port, it->data, it->len, it->gso);
         held_free(it);
     }
     while ((it = hline_pop_due(&io->cal, now))) {
@@ -246,6 +257,7 @@ static equeue_t *io_ready(nx_io_t *io, u64 now, u64 *port, u64 *wake) {
 static void io_egress_one(ctx_t *cx, equeue_t *q, u64 now_ns) {
     nx_io_t *io = cx->io;
     qjob_t *j = &q->ring[q->head];
+    u32 segs = j->s.gso ? gso_segments(j->s.gso, j->buf, j->s.len) : 1;
     pkt_t job = j->s;
     u8 *buf = j->buf;
     u32 cap = j->cap;
@@ -262,7 +274,7 @@ static void io_egress_one(ctx_t *cx, equeue_t *q, u64 now_ns) {
          * latency (ppoll's timer slack, ~50-70 us) on every frame of a backlog: 18% of the
          * rate at 3,000 frames/s. Late departures catch up, never beyond the line's rate
          * since the first frame of the backlog. */
-        u64 gap = (u64)(1e9 / q->rate_pps);
+        u64 gap = (u64)(1e9 * segs / q->rate_pps); /* a super-packet is paced as its frames */
         u64 arrived = io->start_ns + enq * 1000;
         q->next_ns = (q->next_ns > arrived ? q->next_ns : arrived) + gap;
     } else {
@@ -295,38 +307,61 @@ static void io_up(nx_io_t *io, u32 kind, u64 port, const void *data, u32 len) {
     io->up.n += need;
 }
 
-static void io_msg(struct mmsghdr *m, struct iovec *v, void *data, u32 len) {
-    v->iov_base = data;
-    v->iov_len = len;
-    memset(m, 0, sizeof *m);
-    m->msg_hdr.msg_iov = v;
-    m->msg_hdr.msg_iovlen = 1;
-}
-
-/* n frames out of `port` (none to the CPU port, or to a port without a socket) */
-static void io_send(nx_io_t *io, u64 port, struct mmsghdr *msg, u32 n) {
+/* up to IO_BATCH frames out of `port` (none to the CPU port, or to a port without a socket);
+ * on a port with super-packets each goes with its virtio_net_hdr (rt_offload.c) */
+static void io_send(nx_io_t *io, u64 port, u8 *const *data, const u32 *len, const u32 *gso, u32 n) {
     int fd = (port < IO_NPORTNUM) ? io->portfd[port] : -1;
     if (fd < 0 || (i64)port == io->cpu_port) return;
+    ioport_t *p = &io->ports[io->portix[port]];
+    struct mmsghdr msg[IO_BATCH];
+    struct iovec iov[IO_BATCH][2];
+    struct virtio_net_hdr vh[IO_BATCH];
+    u32 segs[IO_BATCH];
+    u32 m = 0;
+    for (u32 i = 0; i < n && i < IO_BATCH; i++) {
+        segs[m] = 1;
+        u32 k = 0;
+        if (p->vnet) {
+            if (gso_header(gso[i], data[i], len[i], &vh[m])) {
+                io->offload_dropped++;
+                p->tx_dropped++;
+                continue;
+            }
+            if (vh[m].gso_type != VIRTIO_NET_HDR_GSO_NONE) segs[m] = gso_segments(gso[i], data[i], len[i]);
+            iov[m][k].iov_base = &vh[m];
+            iov[m][k++].iov_len = sizeof vh[m];
+        } else if (gso[i] & 0xFFFFu) {
+            io->offload_dropped++; /* never: every port of a switch has super-packets or none */
+            p->tx_dropped++;
+            continue;
+        }
+        iov[m][k].iov_base = data[i];
+        iov[m][k++].iov_len = len[i];
+        memset(&msg[m], 0, sizeof msg[m]);
+        msg[m].msg_hdr.msg_iov = iov[m];
+        msg[m].msg_hdr.msg_iovlen = k;
+        m++;
+    }
     u32 sent = 0;
-    while (sent < n) {
-        int r = sendmmsg(fd, msg + sent, n - sent, 0);
+    while (sent < m) {
+        int r = sendmmsg(fd, msg + sent, m - sent, 0);
         if (r < 0) {
             if (errno == EINTR) continue;
             break;
         }
         sent += (u32)r;
     }
-    for (u32 k = 0; k < io->nports; k++)
-        if (io->ports[k].num == port) {
-            io->ports[k].tx += sent;
-            io->ports[k].tx_dropped += n - sent;
-        }
+    for (u32 i = 0; i < sent; i++) {
+        p->tx += segs[i];
+        p->tx_super += segs[i] > 1;
+    }
+    p->tx_dropped += m - sent;
 }
 
 /* the frames of delayed ports whose time has come, sent in release order */
 static void io_send_due(nx_io_t *io) {
-    struct mmsghdr msg[IO_BATCH];
-    struct iovec iov[IO_BATCH];
+    u8 *data[IO_BATCH];
+    u32 len[IO_BATCH], gso[IO_BATCH];
     held_t *its[IO_BATCH];
     u64 now = io_now_us(io);
     held_t *it = hline_pop_due(&io->tx_line, now);
@@ -334,10 +369,12 @@ static void io_send_due(nx_io_t *io) {
         u64 port = it->port;
         u32 n = 0;
         for (; it && it->port == port && n < IO_BATCH; it = hline_pop_due(&io->tx_line, now)) {
-            io_msg(&msg[n], &iov[n], it->data, it->len);
+            data[n] = it->data;
+            len[n] = it->len;
+            gso[n] = it->gso;
             its[n++] = it;
         }
-        io_send(io, port, msg, n);
+        io_send(io, port, data, len, gso, n);
         for (u32 k = 0; k < n; k++) held_free(its[k]);
     }
 }
@@ -362,22 +399,20 @@ static void io_flush(ctx_t *cx) {
     cx->dig.n = 0;
     cx->ndig = 0;
     if (signal) efd_signal(io->up_efd);
-    struct mmsghdr msg[IO_BATCH];
-    struct iovec iov[IO_BATCH];
+    u8 *data[IO_BATCH];
     for (u32 i = 0; i < cx->nout;) {
         u64 port = cx->oport[i];
         u32 n = 0;
         while (i + n < cx->nout && n < IO_BATCH && cx->oport[i + n] == port) {
-            io_msg(&msg[n], &iov[n], cx->out.p + cx->ooff[i + n], cx->olen[i + n]);
+            data[n] = cx->out.p + cx->ooff[i + n];
             n++;
         }
         if (port < IO_NPORTNUM && io->tx_delay[port] && (i64)port != io->cpu_port) {
             u64 at = io_now_us(io) + io->tx_delay[port]; /* --port-delay: leave later */
             for (u32 k = 0; k < n; k++)
-                hline_push(&io->tx_line, at, held_new(port, iov[k].iov_base,
-                                                      (u32)iov[k].iov_len, NULL));
+                hline_push(&io->tx_line, at, held_new(port, data[k], cx->olen[i + k], NULL, cx->ogso[i + k]));
         } else {
-            io_send(io, port, msg, n);
+            io_send(io, port, data, cx->olen + i, cx->ogso + i, n);
         }
         i += n;
     }
@@ -392,8 +427,16 @@ static void io_receive(ctx_t *cx, ioport_t *p) {
         io->riov[i].iov_base = io->rx + (size_t)i * (IO_SNAP + 4) + 4;
         io->riov[i].iov_len = IO_SNAP;
         memset(&io->rmsg[i], 0, sizeof io->rmsg[i]);
-        io->rmsg[i].msg_hdr.msg_iov = &io->riov[i];
-        io->rmsg[i].msg_hdr.msg_iovlen = 1;
+        if (p->vnet) { /* the virtio_net_hdr first, then the frame */
+            io->rvio[i][0].iov_base = &io->rvnet[i];
+            io->rvio[i][0].iov_len = sizeof io->rvnet[i];
+            io->rvio[i][1] = io->riov[i];
+            io->rmsg[i].msg_hdr.msg_iov = io->rvio[i];
+            io->rmsg[i].msg_hdr.msg_iovlen = 2;
+        } else {
+            io->rmsg[i].msg_hdr.msg_iov = &io->riov[i];
+            io->rmsg[i].msg_hdr.msg_iovlen = 1;
+        }
         io->rmsg[i].msg_hdr.msg_name = &io->raddr[i];
         io->rmsg[i].msg_hdr.msg_namelen = sizeof io->raddr[i];
         io->rmsg[i].msg_hdr.msg_control = io->rctl[i];
@@ -405,6 +448,12 @@ static void io_receive(ctx_t *cx, ioport_t *p) {
         struct msghdr *h = &io->rmsg[i].msg_hdr;
         if (io->raddr[i].sll_pkttype == PACKET_OUTGOING) continue;
         u32 len = io->rmsg[i].msg_len;
+        u32 gso = 0;
+        if (p->vnet) {
+            if (len < sizeof io->rvnet[i]) continue;
+            len -= (u32)sizeof io->rvnet[i];
+            gso = gso_word(&io->rvnet[i]);
+        }
         if (len > IO_SNAP || (h->msg_flags & MSG_TRUNC)) {
             io->oversize++;
             p->rx_dropped++;
@@ -427,12 +476,14 @@ static void io_receive(ctx_t *cx, ioport_t *p) {
                 len += 4;
             }
         }
-        p->rx++;
+        u32 segs = gso ? gso_segments(gso, f, len) : 1;
+        p->rx += segs;
+        p->rx_super += segs > 1;
         if (io->rx_delay[p->num]) /* --port-ingress-delay: enter later */
             hline_push(&io->rx_line, io_now_us(io) + io->rx_delay[p->num],
-                       held_new(p->num, f, len, NULL));
+                       held_new(p->num, f, len, NULL, gso));
         else
-            io_ingress(cx, p->num, f, len);
+            io_ingress(cx, p->num, f, len, gso);
     }
 }
 
@@ -445,7 +496,7 @@ static void io_injected(ctx_t *cx) {
         u32 len;
         memcpy(&port, io->down_work.p + at, 8);
         memcpy(&len, io->down_work.p + at + 8, 4);
-        io_ingress(cx, port, io->down_work.p + at + 16, len);
+        io_ingress(cx, port, io->down_work.p + at + 16, len, 0);
         at += 16 + (((size_t)len + 7) & ~(size_t)7);
     }
     io->down_work.n = 0;

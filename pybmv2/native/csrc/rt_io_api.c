@@ -21,22 +21,27 @@ NX_EXPORT int nx_io_open(void *h, u64 start_ns, i64 cpu_port, u32 depth, double 
     io->def_depth = depth ? depth : 64;
     io->def_rate = rate_pps;
     io->cal_slot = -1;
-    for (u32 i = 0; i < IO_NPORTNUM; i++) io->portfd[i] = -1;
+    for (u32 i = 0; i < IO_NPORTNUM; i++) io->portfd[i] = io->portix[i] = -1;
     pthread_mutex_init(&io->upmu, NULL);
     pthread_mutex_init(&io->downmu, NULL);
     cx->io = io;
     return 0;
 }
 
-/* attach port `num` to an AF_PACKET socket bound to its interface (Python opened it) */
-NX_EXPORT int nx_io_port(void *h, u32 num, int fd) {
+/* attach port `num` to an AF_PACKET socket bound to its interface (Python opened it, and
+ * set PACKET_VNET_HDR on it when `vnet`: the port takes and sends super-packets) */
+NX_EXPORT int nx_io_port(void *h, u32 num, int fd, int vnet) {
     ctx_t *cx = h;
     nx_io_t *io = cx->io;
     if (!io || io->running || num >= IO_NPORTNUM || io->nports >= IO_MAXPORTS) return NX_EINVAL;
-    int one = 1;
+    int one = 1, has = 0;
+    socklen_t hl = sizeof has;
     setsockopt(fd, SOL_PACKET, PACKET_AUXDATA, &one, sizeof one);
+    if (getsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &has, &hl) || !has != !vnet) return NX_EINVAL;
     io->ports[io->nports].fd = fd;
     io->ports[io->nports].num = num;
+    io->ports[io->nports].vnet = vnet ? 1 : 0;
+    io->portix[num] = (i32)io->nports;
     io->nports++;
     io->portfd[num] = fd;
     return 0;
@@ -201,6 +206,23 @@ NX_EXPORT int nx_io_stats(void *h, u64 *out, const u32 *qports, u32 nq) {
         out[k++] = q ? q->departed : 0;
         out[k++] = q ? q->n : 0;
     }
+    pthread_mutex_unlock(&cx->mu);
+    return (int)k;
+}
+
+/* the super-packets' counters: per port those received and sent whole (2 x nports), then
+ * the super-packets dropped because their output could not be described (rt_offload.c) */
+NX_EXPORT int nx_io_offloads(void *h, u64 *out) {
+    ctx_t *cx = h;
+    nx_io_t *io = cx->io;
+    if (!io) return NX_EINVAL;
+    pthread_mutex_lock(&cx->mu);
+    u32 k = 0;
+    for (u32 i = 0; i < io->nports; i++) {
+        out[k++] = io->ports[i].rx_super;
+        out[k++] = io->ports[i].tx_super;
+    }
+    out[k++] = io->offload_dropped;
     pthread_mutex_unlock(&cx->mu);
     return (int)k;
 }

@@ -13,6 +13,7 @@ typedef struct {
     u8 checksum_error, exit_;
     u32 clone_session, clone_fl, resubmit, recirc, learn_id;
     u64 port; /* the egress job's port */
+    u32 gso;  /* a super-packet's offload word (rt_offload.c; 0: a plain frame) */
     /* a fault (pkt_fault): 1 | 2 for an unsigned index; the stack's next index; the index */
     u32 fault, fault_stack;
     u128 fault_index;
@@ -60,10 +61,13 @@ typedef struct ctx {
     /* frames that live until the input packet is done (recirculated ones) */
     u8 **arena;
     u32 narena, acap;
-    /* outputs of the batch: frames back to back, with their ports, offsets and lengths */
+    /* outputs of the batch: frames back to back, with their ports, offsets, lengths and
+     * offload words (rt_offload.c) */
     nx_buf_t out;
     u64 *oport;
-    u32 *ooff, *olen, nout, ocap;
+    u32 *ooff, *olen, *ogso, nout, ocap;
+    /* the offload word of the frame entering ingress now (its copies and passes carry it) */
+    u32 in_gso;
     /* PHVs given back by finished packets, taken by new ones last-in first-out */
     phv_t *pool;
     u32 npool, pcap;

@@ -39,6 +39,7 @@ static void new_state(ctx_t *cx, pkt_t *s, const u8 *data, u32 len) {
     s->checksum_error = s->exit_ = 0;
     s->clone_session = s->clone_fl = s->resubmit = s->recirc = s->learn_id = 0;
     s->port = 0;
+    s->gso = cx->in_gso;
     s->fault = s->fault_stack = 0;
 }
 
@@ -202,7 +203,7 @@ static u8 *out_begin(ctx_t *cx, size_t bound) {
     return cx->out.p + cx->out.n;
 }
 
-static void out_commit(ctx_t *cx, u64 port, u32 n) {
+static void out_commit(ctx_t *cx, u64 port, u32 n, u32 gso) {
     if (cx->nout == cx->ocap) {
         u32 cap = cx->ocap ? cx->ocap * 2 : 256;
         u64 *op = realloc(cx->oport, cap * sizeof(u64));
@@ -211,17 +212,21 @@ static void out_commit(ctx_t *cx, u64 port, u32 n) {
         if (oo) cx->ooff = oo;
         u32 *ol = realloc(cx->olen, cap * sizeof(u32));
         if (ol) cx->olen = ol;
-        if (!op || !oo || !ol) abort();
+        u32 *og = realloc(cx->ogso, cap * sizeof(u32));
+        if (og) cx->ogso = og;
+        if (!op || !oo || !ol || !og) abort();
         cx->ocap = cap;
     }
     cx->oport[cx->nout] = port;
     cx->ooff[cx->nout] = (u32)cx->out.n;
     cx->olen[cx->nout] = n;
+    cx->ogso[cx->nout] = gso;
     cx->out.n += n;
     cx->nout++;
 }
 
-/* the deparser: checksums, valid headers in order, the payload, truncation */
+/* the deparser: checksums, valid headers in order, the payload, truncation (a truncated
+ * super-packet is a plain frame: its offload word goes) */
 static u32 deparse(ctx_t *cx, pkt_t *s, u8 *o) {
     const u8 *pl = s->data + s->offset;
     u32 pn = s->len - s->offset;
@@ -229,9 +234,11 @@ static u32 deparse(ctx_t *cx, pkt_t *s, u8 *o) {
     u32 n = gen_emit(s, o);
     memcpy(o + n, pl, pn);
     n += pn;
+    u32 full = n;
     i64 t = s->truncate_len;
     if (t > 0 && t < (i64)n) n = (u32)t;
     else if (t < 0) n = (i64)n + t > 0 ? (u32)((i64)n + t) : 0;
+    if (n < full) s->gso = 0;
     return n;
 }
 
@@ -276,6 +283,7 @@ static void egress(ctx_t *cx, pkt_t *s, int *passes) {
         u32 n = deparse(cx, s, f);
         pkt_t *r = &cx->tmp[0];
         new_state(cx, r, f, n);
+        r->gso = s->gso;
         gen_copy_field_list(r, s, s->recirc);
         std_set_instance_type(r, INSTANCE_RECIRC);
         std_set_packet_length(r, n);
@@ -288,11 +296,13 @@ static void egress(ctx_t *cx, pkt_t *s, int *passes) {
         return;
     }
     u8 *o = out_begin(cx, bound);
-    out_commit(cx, s->port, deparse(cx, s, o));
+    u32 n = deparse(cx, s, o);
+    out_commit(cx, s->port, n, s->gso);
     pool_give(cx, &s->v);
 }
 
-/* a frame received on port at cx->now_us through ingress (its jobs queued in cx->q) */
+/* a frame received on port at cx->now_us through ingress (its jobs queued in cx->q); the
+ * frame's offload word is cx->in_gso (0 but on a port with super-packets) */
 static void ingress_frame(ctx_t *cx, u64 port, const u8 *frame, u32 len) {
     cx->qhead = cx->qtail = 0;
     pkt_t *s = &cx->tmp[0];
