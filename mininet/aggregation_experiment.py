@@ -32,7 +32,12 @@ from controller.experiments.aggregation import LOSSY, AggregationSettings, aggre
 from controller.experiments.aggregation_report import plot_aggregation, report
 from controller.experiments.cpu_use import breakdown_row, cpu_row
 from controller.experiments.fidelity import all_decided, breaches
-from controller.experiments.options import UNDECIDED_EXIT, add_common_options, experiment_parser
+from controller.experiments.options import (
+    UNDECIDED_EXIT,
+    add_common_options,
+    add_data_path_options,
+    experiment_parser,
+)
 from controller.experiments.rail_only import ExperimentConfig, fabrics_for
 from controller.experiments.results import (
     config_json,
@@ -185,6 +190,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, settings: Agg
     _say(f"{fabric}: building {len(topo.switches)} switches, {len(topo.hosts)} servers"
          + (f" ({shadow_host.name} the shadow)" if shadow_host else "") + f" ({cfg.target} target)")
     with EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, source_routing=(fabric == "fat-tree"),
+                        super_frames=cfg.super_frames,
                         log_dir=workdir / "logs" / fabric) as fab:
         assert fab.live is not None
         info["bring_up_s"] = round(fab.timings.bring_up_s, 2)
@@ -264,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run the in-network all-reduce with every Nth aggregation packet lost at each "
                         "worker's NIC, both ways (0: not); the kernel here has no netem or iptables to lose it on a link")
     add_common_options(p, "aggregation")
+    add_data_path_options(p)
     p.add_argument("--worker-timeout", type=positive_float, default=30.0,
                    help="seconds without progress before an all-reduce fails")
     return p
@@ -274,7 +281,8 @@ def main(argv: list[str]) -> int:
     try:
         cfg = ExperimentConfig(gpus=a.gpus, rails=a.rails, rate_mbps=a.rate_mbps, nvlink_factor=a.nvlink_factor,
                                iterations=a.repetitions, warmup=a.warmup, target=a.target, engine=a.engine,
-                               spines=a.spines, worker_timeout_s=a.worker_timeout).validate()
+                               spines=a.spines, worker_timeout_s=a.worker_timeout, nvlink=a.nvlink,
+                               super_frames=a.super_frames).validate()
         settings = AggregationSettings(sizes_kb=tuple(a.sizes_kb), slots=a.slots, loss_every=a.loss_every).validate()
         # with a shadow, one more server on every rail: the workers are the first cfg.servers
         topos = fabrics_for(cfg if a.no_shadow else dataclasses.replace(cfg, gpus=cfg.gpus + cfg.rails))

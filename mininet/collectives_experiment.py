@@ -33,7 +33,12 @@ from controller.experiments.collectives_report import plot_sizes, report
 from controller.experiments.cpu_use import breakdown_row, cpu_row
 from controller.experiments.fidelity import all_decided, breaches, undecided_note
 from controller.experiments.ompi_tuned import ALGORITHMS, default_algorithm, forced_mca
-from controller.experiments.options import UNDECIDED_EXIT, add_common_options, experiment_parser
+from controller.experiments.options import (
+    UNDECIDED_EXIT,
+    add_common_options,
+    add_data_path_options,
+    experiment_parser,
+)
 from controller.experiments.rail_only import FABRICS, fabrics_for
 from controller.experiments.results import (
     config_json,
@@ -188,6 +193,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: CollectivesConfig, workdir: Pat
     _say(f"{fabric}: building {len(topo.switches)} switches, {len(topo.hosts)} servers ({cfg.target} target)")
     info: dict = {}
     with EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, source_routing=(fabric == "fat-tree"),
+                        super_frames=cfg.super_frames,
                         log_dir=workdir / "logs" / fabric, publish=False) as fab:
         info["bring_up_s"] = round(fab.timings.bring_up_s, 2)
         prepare_hosts(fab, topo, cfg.fabric_config())
@@ -219,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mca", action="append", default=[], metavar="NAME=VALUE",
                    help="an Open MPI MCA parameter for both runs (repeatable), e.g. btl_tcp_eager_limit=8388608")
     add_common_options(p, "collectives", repetitions=d.repetitions)
+    add_data_path_options(p)
     return p
 
 
@@ -229,7 +236,7 @@ def main(argv: list[str]) -> int:
                                 repetitions=a.repetitions, forced=(a.forced_allreduce, a.forced_alltoall),
                                 project=not a.no_project, idle_us=a.mpi_idle_us, target=a.target,
                                 mca=tuple(tuple(x.split("=", 1)) if "=" in x else (x, "") for x in a.mca),
-                                engine=a.engine).validate()
+                                engine=a.engine, nvlink=a.nvlink, super_frames=a.super_frames).validate()
         topos = fabrics_for(cfg.fabric_config(), None)
         for topo in topos.values():
             check_free(topo)

@@ -20,30 +20,44 @@ from link_monitor import LinkMonitor
 
 from controller.experiments.cpu_use import CpuSample, CpuUse, cpu_use
 
-__all__ = ["CpuSampler", "fabric_cpu_sampler", "process_cpu_s"]
+__all__ = ["CpuSampler", "fabric_cpu_sampler", "machine_times_s", "process_cpu_s", "process_times_s"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def process_cpu_s(pid: int, proc: Path = Path("/proc")) -> float | None:
-    """User + system CPU seconds of process ``pid`` (all threads); None if it is gone."""
+def process_times_s(pid: int, proc: Path = Path("/proc")) -> tuple[float, float] | None:
+    """User and system CPU seconds of process ``pid`` (all threads); None if it is gone."""
     try:
         stat = (proc / str(pid) / "stat").read_text()
     except OSError:
         return None
     # the command name (field 2) may hold spaces: count fields after its closing parenthesis
     fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
+    return int(fields[11]) / _TICK, int(fields[12]) / _TICK
+
+
+def process_cpu_s(pid: int, proc: Path = Path("/proc")) -> float | None:
+    """User + system CPU seconds of process ``pid`` (all threads); None if it is gone."""
+    times = process_times_s(pid, proc)
+    return None if times is None else times[0] + times[1]
 
 
 def machine_cpu_s(proc: Path = Path("/proc")) -> tuple[float, float, int]:
     """Busy and total CPU seconds of the machine, summed over cores, and the core count."""
+    busy, total, cores, _ = machine_times_s(proc)
+    return busy, total, cores
+
+
+def machine_times_s(proc: Path = Path("/proc")) -> tuple[float, float, int, float]:
+    """Busy and total CPU seconds of the machine, summed over cores, the core count and the
+    softirq seconds."""
     lines = (proc / "stat").read_text().splitlines()
     ticks = [int(v) for v in lines[0].split()[1:]]
     idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
     total = sum(ticks[:8])  # guest time is already inside user time
     cores = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
-    return (total - idle) / _TICK, total / _TICK, max(cores, 1)
+    softirq = ticks[6] if len(ticks) > 6 else 0
+    return (total - idle) / _TICK, total / _TICK, max(cores, 1), softirq / _TICK
 
 
 class CpuSampler:
@@ -64,9 +78,10 @@ class CpuSampler:
 
     def sample(self) -> CpuSample:
         pids = self._pids() if callable(self._pids) else self._pids
-        switch_s = {name: t for name, pid in pids.items() if (t := process_cpu_s(pid)) is not None}
-        busy, total, cores = machine_cpu_s()
-        return CpuSample(time.monotonic(), switch_s, busy, total, cores)
+        times = {name: t for name, pid in pids.items() if (t := process_times_s(pid)) is not None}
+        busy, total, cores, softirq = machine_times_s()
+        return CpuSample(time.monotonic(), {name: u + s for name, (u, s) in times.items()}, busy, total, cores,
+                         user_s={name: u for name, (u, _) in times.items()}, softirq_s=softirq)
 
     @contextmanager
     def measure(self) -> Iterator[list[CpuUse]]:

@@ -1,7 +1,8 @@
 """The project's own collective workers on an emulated fabric, as the rail-only and the
-collectives experiments start them: one worker per GPU in its server's host, the hosts'
-loopback shaped to the intra-server ("NVLink") bandwidth, and the hosts' minimum TCP
-retransmission timeout."""
+collectives experiments start them: one worker per GPU in its server's host, talking to its
+server's other GPUs over the paced NVLink (:mod:`workloads.nvlink`; or TCP over the hosts'
+loopback shaped to the intra-server bandwidth, ``nvlink: loopback``), and the hosts'
+minimum TCP retransmission timeout."""
 
 from __future__ import annotations
 
@@ -62,10 +63,11 @@ def set_rto_min(fab: EmulatedFabric, topo: Topology, ms: float, congestion: str 
 
 
 def prepare_hosts(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig) -> None:
-    """The loopback shaped and, where the configuration asks, the routes' minimum RTO and
-    congestion control set (every connection's, a library's too; the project's workers also
-    set theirs per socket)."""
-    shape_loopback(fab, topo, cfg)
+    """The loopback shaped (``nvlink: loopback``) and, where the configuration asks, the
+    routes' minimum RTO and congestion control set (every connection's, a library's too;
+    the project's workers also set theirs per socket)."""
+    if cfg.nvlink == "loopback":
+        shape_loopback(fab, topo, cfg)
     if cfg.tcp_rto_min_ms or cfg.tcp_congestion:
         set_rto_min(fab, topo, cfg.tcp_rto_min_ms or 200, cfg.tcp_congestion)
 
@@ -79,7 +81,8 @@ def workers(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig, fabric: 
               "servers": cfg.servers, "rails": cfg.rails, "port": 7000, "timeout_s": cfg.worker_timeout_s,
               # a fat-tree reaches every GPU; rail-only only the same server and rail
               "mesh": "full" if fabric == "fat-tree" else "rail", "tcp_congestion": cfg.tcp_congestion,
-              "sock_buf_bytes": cfg.sock_buf_bytes}
+              "sock_buf_bytes": cfg.sock_buf_bytes, "local": "unix" if cfg.nvlink == "unix" else "tcp",
+              "nvlink_bytes_per_s": cfg.nvlink_bytes_per_s if cfg.nvlink == "unix" else 0.0}
     config_path = workdir / f"workers-{fabric}.json"
     config_path.write_text(json.dumps(config))
 

@@ -29,6 +29,7 @@ from controller.experiments.comparisons import Side, judge_ratio
 from controller.experiments.cpu_use import (
     breakdown_row,
     breakdown_summary,
+    breakdown_text,
     cpu_row,
     cpu_summary,
     cpu_verdict,
@@ -41,7 +42,12 @@ from controller.experiments.fidelity import (
     undecided_note,
     verdicts_json,
 )
-from controller.experiments.options import UNDECIDED_EXIT, add_common_options, experiment_parser
+from controller.experiments.options import (
+    UNDECIDED_EXIT,
+    add_common_options,
+    add_data_path_options,
+    experiment_parser,
+)
 from controller.experiments.rail_only import (
     FABRICS,
     OPS,
@@ -151,6 +157,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
     _say(f"{fabric}: building {len(topo.switches)} switches, {len(topo.hosts)} servers, {len(topo.links)} links "
          f"({cfg.target} target)")
     with EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, source_routing=(fabric == "fat-tree"),
+                        super_frames=cfg.super_frames,
                         log_dir=workdir / "logs" / fabric) as fab:
         info["bring_up_s"] = round(fab.timings.bring_up_s, 2)
         _say(f"{fabric}: up in {fab.timings.bring_up_s:.1f} s; rules installed")
@@ -235,7 +242,9 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
     lines = [
         f"Rail-only vs rail-optimized fat-tree: {cfg.servers} servers x {cfg.rails} GPUs, {cfg.rate_mbps} Mbit/s NICs, "
         f"MTU {cfg.mtu},"
-        f" NVLink {cfg.nvlink_factor:g}x NIC, {cfg.alltoall_schedule} all-to-alls, {cfg.target} target,"
+        f" NVLink {cfg.nvlink_factor:g}x NIC ({cfg.nvlink}),"
+        f" {f'super-packets of {cfg.super_frames} frames' if cfg.super_frames else 'frame by frame'},"
+        f" {cfg.alltoall_schedule} all-to-alls, {cfg.target} target,"
         f" {cfg.iterations} iterations",
         "", format_table(fabric_rows), "", format_table(coll_rows), "",
     ]
@@ -259,9 +268,7 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
         lines.append(f"switch CPU, {f}{on}: {cpu_verdict(cpu[f])}")
         if breakdown[f]:
             b = breakdown[f]
-            lines.append(f"where the machine's CPU went, {f} (median cores per collective): workers "
-                         f"{b['workers_cores']:.2f}, switches {b['switches_cores']:.2f}, the kernel's softirq "
-                         f"work (veths, TCP receive, shaping) and the rest {b['rest_cores']:.2f}")
+            lines.append(f"where the machine's CPU went, {f} (median cores per collective): {breakdown_text(b)}")
         if (infos.get(f) or {}).get("tcp"):
             lines.append(f"the hosts' TCP, {f}: {TcpStats(**infos[f]['tcp']).text()}")
     lines += fidelity_lines(list(verdicts.values()))
@@ -315,6 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="every link's MTU, bytes (jumbo by default: ML fabrics run 9,000-byte frames, and the "
                         "emulation's cost is per frame)")
     add_common_options(p, "rail-only")
+    add_data_path_options(p)
     p.add_argument("--fail-rail", type=int, default=None, help="kill this rail's switch before the last iteration")
     p.add_argument("--worker-timeout", type=positive_float, default=15.0,
                    help="seconds without progress before a collective fails (a dead peer or path)")
@@ -331,7 +339,8 @@ def main(argv: list[str]) -> int:
                                fat_tree_routing=a.fat_tree_routing, alltoall_schedule=a.alltoall_schedule,
                                tcp_congestion=a.tcp_congestion, tcp_rto_min_ms=a.tcp_rto_min_ms,
                                sock_buf_bytes=a.sock_buf_kb * 1024,
-                               worker_timeout_s=a.worker_timeout, mtu=a.mtu).validate()
+                               worker_timeout_s=a.worker_timeout, mtu=a.mtu, nvlink=a.nvlink,
+                               super_frames=a.super_frames).validate()
         topos = fabrics_for(cfg, load_topology(a.topology) if a.topology else None)
         for topo in topos.values():  # before the results folder: a refused run leaves nothing
             check_free(topo)

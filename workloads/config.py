@@ -9,7 +9,9 @@ The JSON file that every worker reads::
      "start_timeout_s": 30,   # connecting the mesh at start-up (default: timeout_s)
      "mesh": "rail",          # "rail": connect to peers on my server or rail; "full": all
      "sock_buf_bytes": 0,     # SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning
-     "tcp_congestion": ""}    # every connection's TCP_CONGESTION (cubic, ...); "" keeps the machine's
+     "tcp_congestion": "",    # every connection's TCP_CONGESTION (cubic, ...); "" keeps the machine's
+     "local": "unix",         # GPUs of one server: "unix" (the NVLink, workloads.nvlink) or "tcp"
+     "nvlink_bytes_per_s": 0} # each GPU's NVLink egress and ingress ("unix"); 0: unpaced
 
 Unknown keys and wrong types raise :class:`~controller.errors.ConfigError` naming the file,
 the key and the value.
@@ -28,7 +30,11 @@ from mlfabric_base.errors import refuse_nonfinite
 from workloads.errors import ConfigError, PlanError
 from workloads.plan import MESH_KINDS, Layout, Rank
 
-__all__ = ["CLUSTER_TCP_CONGESTION", "WorkloadConfig"]
+__all__ = ["CLUSTER_TCP_CONGESTION", "LOCAL_KINDS", "WorkloadConfig"]
+
+#: how GPUs of one server talk: over Unix sockets paced to the NVLink model, or TCP over the
+#: host's loopback (the emulated server's own stack, as before)
+LOCAL_KINDS = ("unix", "tcp")
 
 #: the congestion control the emulated experiments give every worker connection, whatever
 #: the machine's default (a network namespace inherits it, BBR on some machines, and may not
@@ -76,9 +82,17 @@ class WorkloadConfig:
     #: every mesh connection's congestion control (``TCP_CONGESTION``), whatever the machine's
     #: default, which network namespaces inherit (BBR on some machines); "" keeps that default
     tcp_congestion: str = ""
+    #: how the GPUs of one server talk (:data:`LOCAL_KINDS`)
+    local: str = "unix"
+    #: each GPU's NVLink egress and ingress, bytes/s, with ``local: unix`` (0: unpaced)
+    nvlink_bytes_per_s: float = 0.0
 
     def __post_init__(self) -> None:
         refuse_nonfinite("<config>", self)
+        if self.local not in LOCAL_KINDS:
+            raise ConfigError("<config>", "local", self.local, f"must be one of {', '.join(LOCAL_KINDS)}")
+        if self.nvlink_bytes_per_s < 0:
+            raise ConfigError("<config>", "nvlink_bytes_per_s", self.nvlink_bytes_per_s, "must be >= 0 (0: unpaced)")
         if self.start_timeout_s <= 0:
             object.__setattr__(self, "start_timeout_s", self.timeout_s)
         if self.mesh not in MESH_KINDS:
@@ -96,7 +110,7 @@ class WorkloadConfig:
         if not isinstance(data, Mapping):
             raise ConfigError(source, "<top>", data, "must be a JSON object")
         known = {"ranks", "servers", "rails", "port", "timeout_s", "start_timeout_s", "mesh",
-                 "sock_buf_bytes", "tcp_congestion"}
+                 "sock_buf_bytes", "tcp_congestion", "local", "nvlink_bytes_per_s"}
         for key in data:
             if key not in known:
                 raise ConfigError(source, key, data[key], "unknown key")
@@ -133,9 +147,15 @@ class WorkloadConfig:
         if not isinstance(congestion, str) or not re.fullmatch(r"[a-z0-9_]{0,15}", congestion):
             raise ConfigError(source, "tcp_congestion", congestion,
                               "must be a congestion control's name (cubic, reno, bbr, ...) or \"\"")
+        local = data.get("local", "unix")
+        if local not in LOCAL_KINDS:
+            raise ConfigError(source, "local", local, f"must be one of {', '.join(LOCAL_KINDS)}")
+        nvlink = data.get("nvlink_bytes_per_s", 0.0)
+        if isinstance(nvlink, bool) or not isinstance(nvlink, int | float) or not 0 <= nvlink < float("inf"):
+            raise ConfigError(source, "nvlink_bytes_per_s", nvlink, "must be a finite number >= 0 (0: unpaced)")
         return cls(layout=layout, port=port, timeout_s=timeout, start_timeout_s=start, mesh=mesh,
                    sock_buf_bytes=_int(source, "sock_buf_bytes", data.get("sock_buf_bytes", 0), 0),
-                   tcp_congestion=congestion)
+                   tcp_congestion=congestion, local=local, nvlink_bytes_per_s=float(nvlink))
 
     @classmethod
     def load(cls, path: str | Path) -> WorkloadConfig:
@@ -156,6 +176,7 @@ class WorkloadConfig:
             "servers": self.layout.servers, "rails": self.layout.rails, "port": self.port,
             "timeout_s": self.timeout_s, "start_timeout_s": self.start_timeout_s,
             "mesh": self.mesh, "sock_buf_bytes": self.sock_buf_bytes, "tcp_congestion": self.tcp_congestion,
+            "local": self.local, "nvlink_bytes_per_s": self.nvlink_bytes_per_s,
         }
 
     def dump(self, path: str | Path) -> Path:

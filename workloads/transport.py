@@ -18,6 +18,7 @@ from workloads.config import WorkloadConfig
 from workloads.errors import TransportError
 from workloads.framing import HEADER, PIECE_BYTES, Connection, make_tag
 from workloads.handshake import connect_mesh
+from workloads.nvlink import NvlinkClock
 from workloads.plan import Rank
 
 __all__ = ["HEADER", "PIECE_BYTES", "Connection", "Mesh", "make_tag"]
@@ -28,8 +29,11 @@ log = logging.getLogger(__name__)
 class Mesh:
     """The connections of rank ``me``; see the module docstring. Use :meth:`start`."""
 
-    def __init__(self, config: WorkloadConfig, me: Rank, conns: dict[int, Connection]) -> None:
+    def __init__(self, config: WorkloadConfig, me: Rank, conns: dict[int, Connection],
+                 nvlink: NvlinkClock | None = None) -> None:
         self.config, self.me, self.conns = config, me, conns
+        #: this GPU's NVLink (the connections to its server's GPUs pace on it)
+        self.nvlink = nvlink or NvlinkClock(config.nvlink_bytes_per_s)
         self.layout = config.layout
         self.broken: str | None = None
         #: extra connections of mirrored legs (Checkmate), by peer: sent on / received from
@@ -48,7 +52,8 @@ class Mesh:
         Raises TransportError naming the peers that could not be reached within
         ``config.start_timeout_s``.
         """
-        return cls(config, config.layout[rank], connect_mesh(config, rank))
+        clock = NvlinkClock(config.nvlink_bytes_per_s)
+        return cls(config, config.layout[rank], connect_mesh(config, rank, clock), clock)
 
     # ------------------------------------------------------------ data
 

@@ -76,6 +76,10 @@ class CollectivesConfig:
     mtu: int = JUMBO_MTU
     tcp_congestion: str = CLUSTER_TCP_CONGESTION
     tcp_rto_min_ms: float = 1000.0
+    #: the project's collectives' NVLink (ExperimentConfig.nvlink)
+    nvlink: str = "unix"
+    #: frames per TCP super-packet through the switches (ExperimentConfig.super_frames)
+    super_frames: int = 0
     #: seconds one mpirun (every size of both collectives) may take
     timeout_s: float = 900.0
 
@@ -119,7 +123,8 @@ class CollectivesConfig:
                                 nvlink_factor=self.nvlink_factor, spines=self.spines, iterations=self.repetitions,
                                 warmup=1, allreduce_bytes=size, alltoall_bytes=size, target=self.target,
                                 engine=self.engine, tcp_congestion=self.tcp_congestion,
-                                tcp_rto_min_ms=self.tcp_rto_min_ms, mtu=self.mtu)
+                                tcp_rto_min_ms=self.tcp_rto_min_ms, mtu=self.mtu, nvlink=self.nvlink,
+                                super_frames=self.super_frames)
 
 
 def series_key(row: Mapping[str, Any]) -> str:
@@ -134,8 +139,9 @@ def _pow2(n: int) -> bool:
 def model_time(cfg: CollectivesConfig, collective: str, library: str, algorithm: str, size: int) -> float | None:
     """The network's floor for one algorithm's traffic at the emulated NIC rate (the TCP
     payload a shaped veth carries at the run's MTU), ranks numbered server by server. Open
-    MPI's ranks of one server share memory (free here); the project's talk over the
-    loopback, shaped to ``nvlink_factor`` x the NIC rate. None where no model is written.
+    MPI's ranks of one server share memory (free here); the project's talk over the NVLink
+    at ``nvlink_factor`` x the NIC rate (``ExperimentConfig.nvlink_payload_bytes_per_s``).
+    None where no model is written.
 
     >>> cfg = CollectivesConfig(rate_mbps=16.0)
     >>> round(model_time(cfg, "allreduce", "open-mpi", "rabenseifner (default)", 1 << 20), 3)  # 3/8 MiB per NIC
@@ -147,8 +153,7 @@ def model_time(cfg: CollectivesConfig, collective: str, library: str, algorithm:
     """
     n, g, d = cfg.gpus, cfg.rails, cfg.servers
     nic = cfg.rate_mbps * 1e6 / 8 * tcp_payload_fraction(cfg.mtu, VETH_FRAME_OVERHEAD)
-    nv = nic * cfg.nvlink_factor * tcp_payload_fraction(65536, VETH_FRAME_OVERHEAD) \
-        / tcp_payload_fraction(cfg.mtu, VETH_FRAME_OVERHEAD)
+    nv = cfg.fabric_config().nvlink_payload_bytes_per_s
     name = algorithm.split(" ")[0]
     if collective == "alltoall":
         if library == "mlfabric" and name == "hierarchical":

@@ -10,13 +10,24 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from controller.experiments.link_rate import LinkUse
 
-__all__ = ["BUSY", "CpuSample", "CpuUse", "breakdown_row", "breakdown_summary", "cpu_row", "cpu_summary", "cpu_use",
-           "cpu_verdict"]
+__all__ = [
+    "BREAKDOWN",
+    "BUSY",
+    "CpuSample",
+    "CpuUse",
+    "breakdown_row",
+    "breakdown_summary",
+    "breakdown_text",
+    "cpu_row",
+    "cpu_summary",
+    "cpu_use",
+    "cpu_verdict",
+]
 
 #: a share of one core (a switch) or of all cores (the machine) above which an interval's
 #: figures are bound by CPU rather than by the emulated links
@@ -25,14 +36,19 @@ BUSY = 0.85
 
 @dataclass(frozen=True, slots=True)
 class CpuSample:
-    """CPU seconds used so far: per switch process (user + system, all its threads), and by
-    the whole machine (busy and total, summed over its cores); ``wall_s`` is a monotonic time."""
+    """CPU seconds used so far: per process sampled (user + system, all its threads; a
+    switch or a worker), and by the whole machine (busy and total, summed over its cores);
+    ``wall_s`` is a monotonic time. ``user_s`` is the user-space part of each process's
+    time; ``softirq_s`` the machine's time in the kernel's softirq work (veths, packet and
+    TCP receive, qdiscs), charged also to whichever process it interrupted."""
 
     wall_s: float
     switch_s: Mapping[str, float]
     machine_busy_s: float
     machine_total_s: float
     cores: int
+    user_s: Mapping[str, float] = field(default_factory=dict)
+    softirq_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +60,10 @@ class CpuUse:
     machine: float
     cores: int
     links: LinkUse | None = None
+    #: each process's user-space share of one core (the rest of its share is the kernel's)
+    user: Mapping[str, float] = field(default_factory=dict)
+    #: the machine's softirq work, in cores
+    softirq: float = 0.0
 
     @property
     def busiest(self) -> tuple[str, float] | None:
@@ -81,9 +101,12 @@ def cpu_use(before: CpuSample, after: CpuSample) -> CpuUse:
     wall = after.wall_s - before.wall_s
     shares = ({name: max(0.0, (after.switch_s[name] - t0) / wall)
                for name, t0 in before.switch_s.items() if name in after.switch_s} if wall > 0 else {})
+    user = ({name: max(0.0, (after.user_s[name] - t0) / wall)
+             for name, t0 in before.user_s.items() if name in after.user_s} if wall > 0 else {})
     total = after.machine_total_s - before.machine_total_s
     machine = (after.machine_busy_s - before.machine_busy_s) / total if total > 0 else 0.0
-    return CpuUse(shares, min(1.0, max(0.0, machine)), after.cores)
+    softirq = (after.softirq_s - before.softirq_s) / total * after.cores if total > 0 else 0.0
+    return CpuUse(shares, min(1.0, max(0.0, machine)), after.cores, user=user, softirq=max(0.0, softirq))
 
 
 def cpu_row(use: CpuUse) -> dict[str, Any]:
@@ -154,24 +177,52 @@ def cpu_verdict(summary: Mapping[str, float], *, busy: float = BUSY) -> str:
 
 def breakdown_row(machine: CpuUse, workers: CpuUse) -> dict[str, float]:
     """Where the machine's CPU went over one interval, in cores: the switch processes, the
-    workers (their Python and the system calls they make: sending and receiving), and the
-    rest (the kernel's softirq work, veths, shaping, and anything else running).
+    workers (their Python and numpy in user space, and the system calls they make: sending
+    and receiving, with the softirq work that ran in them), the machine's softirq work
+    (veths, packet and TCP receive, qdiscs: overlapping the processes it interrupted), and
+    the rest (the busy time no sampled process had: kernel threads, the runner, anything
+    else running).
 
-    >>> breakdown_row(CpuUse({"s0": 0.3}, 0.9, 2), CpuUse({"rank0": 0.5, "rank1": 0.4}, 0.9, 2))
-    {'switches_cores': 0.3, 'workers_cores': 0.9, 'rest_cores': 0.6}
+    >>> breakdown_row(CpuUse({"s0": 0.3}, 0.9, 2, softirq=0.2),
+    ...               CpuUse({"rank0": 0.5, "rank1": 0.4}, 0.9, 2, user={"rank0": 0.2, "rank1": 0.1}))
+    {'switches_cores': 0.3, 'workers_cores': 0.9, 'workers_user_cores': 0.3, 'workers_sys_cores': 0.6, 'softirq_cores': 0.2, 'rest_cores': 0.6}
     """
     used = machine.machine * machine.cores
+    user = sum(workers.user.values())
     return {"switches_cores": round(machine.total, 4), "workers_cores": round(workers.total, 4),
+            "workers_user_cores": round(user, 4), "workers_sys_cores": round(max(0.0, workers.total - user), 4),
+            "softirq_cores": round(machine.softirq, 4),
             "rest_cores": round(max(0.0, used - machine.total - workers.total), 4)}
 
 
+def breakdown_text(b: Mapping[str, float]) -> str:
+    """A :func:`breakdown_summary` in words.
+
+    >>> breakdown_text({"switches_cores": 0.3, "workers_cores": 0.9, "workers_user_cores": 0.3,
+    ...                 "workers_sys_cores": 0.6, "softirq_cores": 0.2, "rest_cores": 0.1})
+    'workers 0.90 (0.30 user, 0.60 system), switches 0.30, the rest 0.10; softirq work 0.20, inside the others'
+    """
+    workers = f"workers {b['workers_cores']:.2f}"
+    if "workers_user_cores" in b:
+        workers += f" ({b['workers_user_cores']:.2f} user, {b['workers_sys_cores']:.2f} system)"
+    text = f"{workers}, switches {b['switches_cores']:.2f}, the rest {b['rest_cores']:.2f}"
+    if "softirq_cores" in b:
+        text += f"; softirq work {b['softirq_cores']:.2f}, inside the others"
+    return text
+
+
+#: the columns of :func:`breakdown_row`
+BREAKDOWN = ("switches_cores", "workers_cores", "workers_user_cores", "workers_sys_cores", "softirq_cores", "rest_cores")
+
+
 def breakdown_summary(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
-    """The median of each :func:`breakdown_row` column over measured rows.
+    """The median of each :func:`breakdown_row` column over measured rows (the columns a
+    row has: older runs have no user/system split).
 
     >>> breakdown_summary([{"switches_cores": 0.2, "workers_cores": 1.0, "rest_cores": 0.4},
     ...                    {"switches_cores": 0.4, "workers_cores": 0.8, "rest_cores": 0.6}])
     {'switches_cores': 0.3, 'workers_cores': 0.9, 'rest_cores': 0.5}
     """
     rows = [r for r in rows if r.get("workers_cores") not in (None, "")]
-    return {key: round(statistics.median(float(r[key]) for r in rows), 4)
-            for key in ("switches_cores", "workers_cores", "rest_cores")} if rows else {}
+    keys = [k for k in BREAKDOWN if rows and all(r.get(k) not in (None, "") for r in rows)]
+    return {key: round(statistics.median(float(r[key]) for r in rows), 4) for key in keys} if rows else {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-__all__ = ["UNDECIDED_EXIT", "DefaultsFormatter", "add_common_options", "experiment_parser"]
+__all__ = ["UNDECIDED_EXIT", "DefaultsFormatter", "add_common_options", "add_data_path_options", "experiment_parser"]
 
 #: the exit status of a run asked to decide (``--require-decided``) that could not
 UNDECIDED_EXIT = 3
@@ -42,3 +42,19 @@ def add_common_options(p: argparse.ArgumentParser, name: str, *, repetitions: in
     p.add_argument("--require-decided", action="store_true",
                    help="exit with status 3 when a comparison is undecided: a fidelity monitor (the machine's "
                         "or a switch's CPU) failed while it was measured")
+
+
+def add_data_path_options(p: argparse.ArgumentParser, *, super_frames: int = 0) -> None:
+    """``--nvlink`` and ``--super-frames``: how the experiment's bytes move (its workers'
+    intra-server link, and TCP super-packets through the switches)."""
+    from controller.experiments.rail_only import MAX_SUPER_FRAMES, NVLINK_KINDS
+
+    p.add_argument("--nvlink", choices=NVLINK_KINDS, default="unix",
+                   help="how a server's GPUs talk: unix (Unix sockets, each GPU's NVLink egress and ingress paced to "
+                        "the NVLink rate; the emulated network carries only the network's bytes) or loopback (TCP "
+                        "over the host's loopback shaped to rails x the NVLink rate, as before)")
+    p.add_argument("--super-frames", type=int, default=super_frames, choices=range(MAX_SUPER_FRAMES + 1),
+                   metavar=f"0..{MAX_SUPER_FRAMES}",
+                   help="frames per TCP super-packet: the hosts' offloads stay on and the switches forward segments "
+                        "of this many frames whole (mlfabric-switch --super-packets, Python target); 0 sends every "
+                        "frame on its own")

@@ -27,9 +27,14 @@ from mlfabric_base.errors import refuse_nonfinite
 from workloads.config import CLUSTER_TCP_CONGESTION
 from workloads.plan import ALLTOALL_SCHEDULES
 
-__all__ = ["FABRICS", "OPS", "ExperimentConfig", "emulated_bill", "fabrics_for", "model_times", "summarize"]
+__all__ = ["FABRICS", "MAX_SUPER_FRAMES", "NVLINK_KINDS", "OPS", "ExperimentConfig", "emulated_bill", "fabrics_for", "model_times", "summarize"]
 
 FABRICS = ("rail-only", "fat-tree")
+#: how GPUs of one server talk: Unix sockets paced per GPU to the NVLink rate
+#: (workloads.nvlink), or TCP over the host's loopback shaped to rails x that rate (before)
+NVLINK_KINDS = ("unix", "loopback")
+#: the most frames a TCP super-packet may stand for (64 KB of 1,500-byte frames)
+MAX_SUPER_FRAMES = 45
 #: collective ops per fabric: the direct all-to-all needs a path between rails
 OPS = {
     "rail-only": ("allreduce", "hier_allreduce", "hier_alltoall"),
@@ -74,6 +79,11 @@ class ExperimentConfig:
     sock_buf_bytes: int = 0
     #: every fabric's MTU (jumbo frames by default, as ML training fabrics run)
     mtu: int = JUMBO_MTU
+    #: the intra-server NVLink: :data:`NVLINK_KINDS`
+    nvlink: str = "unix"
+    #: frames per TCP super-packet the hosts send and the switches forward whole
+    #: (mlfabric-switch --super-packets); 0: every frame on its own
+    super_frames: int = 0
 
     @property
     def servers(self) -> int:
@@ -86,6 +96,14 @@ class ExperimentConfig:
     @property
     def nvlink_bytes_per_s(self) -> float:
         return self.nic_bytes_per_s * self.nvlink_factor
+
+    @property
+    def nvlink_payload_bytes_per_s(self) -> float:
+        """What one GPU's NVLink carries of a collective's bytes: its whole rate over Unix
+        sockets (paced on payload), a loopback's TCP payload share of it (64 KiB MTU)."""
+        if self.nvlink == "unix":
+            return self.nvlink_bytes_per_s
+        return self.nvlink_bytes_per_s * tcp_payload_fraction(65536, VETH_FRAME_OVERHEAD)
 
     def validate(self) -> ExperimentConfig:
         """Reject bad input before anything starts (names the value)."""
@@ -119,6 +137,12 @@ class ExperimentConfig:
             raise bad("sock_buf_bytes", self.sock_buf_bytes, "must be >= 0 (0: the kernel's autotuning)")
         if not MTU_RANGE[0] <= self.mtu <= MTU_RANGE[1]:
             raise bad("mtu", self.mtu, f"an MTU must be in {MTU_RANGE[0]}..{MTU_RANGE[1]} bytes")
+        if self.nvlink not in NVLINK_KINDS:
+            raise bad("nvlink", self.nvlink, f"one of {', '.join(NVLINK_KINDS)}")
+        if not 0 <= self.super_frames <= MAX_SUPER_FRAMES:
+            raise bad("super_frames", self.super_frames, f"must be 0 (frames only) to {MAX_SUPER_FRAMES}")
+        if self.super_frames and self.target != "python":
+            raise bad("super_frames", self.super_frames, "super-packets are a Python-target extension: 0 on bmv2")
         return self
 
 
@@ -162,11 +186,11 @@ def emulated_bill(topo: Topology, prices: ComponentCosts) -> dict[str, float]:
 
 def model_times(cfg: ExperimentConfig) -> dict[str, float]:
     """The analytical model's completion time of each collective at the emulated bandwidths:
-    the TCP payload a shaped veth carries at the run's MTU (loopback, the NVLink, is shaped
-    the same way but its MTU is 64 KiB)."""
+    the TCP payload a shaped veth carries at the run's MTU, and what the NVLink carries
+    (:attr:`ExperimentConfig.nvlink_payload_bytes_per_s`)."""
     n, g = cfg.gpus, cfg.rails
     nic = cfg.nic_bytes_per_s * tcp_payload_fraction(cfg.mtu, VETH_FRAME_OVERHEAD)
-    nv = cfg.nvlink_bytes_per_s * tcp_payload_fraction(65536, VETH_FRAME_OVERHEAD)
+    nv = cfg.nvlink_payload_bytes_per_s
     return {
         "allreduce": ring_allreduce_time(cfg.allreduce_bytes, n, nic),
         "hier_allreduce": hierarchical_allreduce_time(cfg.allreduce_bytes, g, cfg.servers, nv, nic),

@@ -17,7 +17,15 @@ from test_conformance import table_entry
 from controller.p4build import pipeline_files
 from controller.p4runtime.entities import clone_session_entry, update
 from packettest import open_target
-from pybmv2.offload import GSO_TCPV4, NEEDS_CSUM, VNET_HDR, VnetHeader, frames_of, internet_checksum, segment
+from pybmv2.offload import (
+    GSO_TCPV4,
+    NEEDS_CSUM,
+    VNET_HDR,
+    VnetHeader,
+    frames_of,
+    internet_checksum,
+    segment,
+)
 
 MSS = 1448
 SEGMENTS = 5

@@ -101,7 +101,7 @@ def test_a_silent_peer_times_out_and_the_mesh_aborts() -> None:
     with meshes(config) as (a, _b, c):
         start = time.monotonic()
         # one silent peer only: with two, which of them times out first would be a race
-        with pytest.raises(PeerTimeout, match=r"rank 1 \(127.0.1.2\): no progress for 0.5 s"):
+        with pytest.raises(PeerTimeout, match=r"rank 1 \(127.0.1.2\) over NVLink: no progress for 0.5 s"):
             a.exchange(recvs=[(1, 7, np.empty(1, dtype=np.uint8))])
         assert time.monotonic() - start < 2.0
         assert a.broken is not None
@@ -118,7 +118,7 @@ def test_an_abort_unblocks_a_send_stuck_on_a_full_socket() -> None:
         big = np.zeros(64 << 20, dtype=np.uint8)  # far more than the socket buffers: blocks
         threading.Timer(0.3, c.abort, args=("test",)).start()
         start = time.monotonic()
-        with pytest.raises(PeerClosed, match=r"from rank 2 \(127.0.1.3\): it closed the connection"):
+        with pytest.raises(PeerClosed, match=r"from rank 2 \(127.0.1.3\) over NVLink: it closed the connection"):
             a.exchange(sends=[(1, 7, big)], recvs=[(2, 7, np.empty(1, dtype=np.uint8))])
         assert time.monotonic() - start < 3.0  # not the 10 s timeout of the stuck send
 
@@ -140,7 +140,8 @@ def test_start_names_the_peers_that_never_came() -> None:
 
 
 def test_a_stranger_is_rejected_by_the_hello() -> None:
-    config = loopback_config(1, 2, timeout_s=5.0, start_timeout_s=1.0)
+    # the two GPUs of one server talk TCP here (local: tcp): a stranger calls on the TCP port
+    config = loopback_config(1, 2, timeout_s=5.0, start_timeout_s=1.0, local="tcp")
     got: dict[str, Any] = {}
 
     def stranger() -> None:
