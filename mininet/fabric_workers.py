@@ -23,7 +23,7 @@ from controller.topology.model import Topology
 from workloads.driver import WorkerGroup
 from workloads.plan import Rank
 
-__all__ = ["gpu_ranks", "prepare_hosts", "set_rto_min", "shape_loopback", "workers"]
+__all__ = ["gpu_ranks", "path_probe", "prepare_hosts", "set_rto_min", "shape_loopback", "workers"]
 
 
 def gpu_ranks(topo: Topology) -> list[Rank]:
@@ -92,3 +92,28 @@ def workers(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig, fabric: 
 
     with WorkerGroup(popen, config_path, ranks, python=sys.executable) as group:
         yield group
+
+
+def path_probe(fab: EmulatedFabric, topo: Topology, *, count: int = 20) -> dict[str, float]:
+    """The fabric's longest GPU-to-GPU path, probed: ``links`` it crosses one way, its
+    round trip (``rtt_ms``, the median of ``count`` pings, each through every switch on the
+    way) and the queue a shaped link holds (``queue_packets``, its interface's
+    ``tx_queue_len``): the regime's measured side (controller.experiments.regime)."""
+    import re
+    import statistics
+
+    ranks = gpu_ranks(topo)
+    a = ranks[0]
+    # rail-only: the same rail on another server (one switch); a fat-tree: another rail too
+    # (leaf, spine, leaf)
+    cross = topo.kind != "rail-only" and topo.rails > 1
+    b = next(r for r in ranks if r.server != a.server and (r.rail != a.rail) == cross)
+    host = fab.host(topo.hosts[a.server].name)
+    out = host.cmd(f"ping -n -c {count} -i 0.01 -W 1 -I {a.ip} {b.ip}")
+    rtts = [float(x) for x in re.findall(r"time=([0-9.]+) ms", out)]
+    if not rtts:
+        raise EmulationError(f"no ping from {a.ip} to {b.ip} got an answer: {out.strip()[-200:]}")
+    nic = next(n for n in topo.hosts[a.server].nics if n.address == a.ip)
+    qlen = host.cmd(f"cat /sys/class/net/{topo.hosts[a.server].name}-{nic.name}/tx_queue_len").strip()
+    return {"rtt_ms": statistics.median(rtts), "links": 4 if cross else 2,
+            "queue_packets": float(qlen) if qlen.isdigit() else 1000.0}

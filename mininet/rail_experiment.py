@@ -20,7 +20,7 @@ from pathlib import Path
 
 from cpu_sampler import CpuSampler, fabric_cpu_sampler
 from fabric_net import EmulatedFabric, check_free
-from fabric_workers import prepare_hosts, workers
+from fabric_workers import path_probe, prepare_hosts, workers
 from switch_engines import engines_text, fabric_engines
 
 from controller.cli.output import format_table
@@ -58,6 +58,7 @@ from controller.experiments.rail_only import (
     model_times,
     summarize,
 )
+from controller.experiments.regime import Emulated, RealFabric, regime_json, regime_lines
 from controller.experiments.results import (
     config_json,
     new_results_dir,
@@ -162,6 +163,9 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
         info["bring_up_s"] = round(fab.timings.bring_up_s, 2)
         _say(f"{fabric}: up in {fab.timings.bring_up_s:.1f} s; rules installed")
         prepare_hosts(fab, topo, cfg)
+        info["path"] = path_probe(fab, topo)
+        _say(f"{fabric}: the longest GPU-to-GPU path ({info['path']['links']} links) answers in "
+             f"{info['path']['rtt_ms']:.3f} ms")
         meter = UplinkMeter(fab.live) if fabric == "fat-tree" and fab.live is not None else None
         names = [s.name for s in topo.switches]
         info["engines"] = fabric_engines(cfg.target, fab.log_dir, names)
@@ -220,6 +224,19 @@ def _verdicts(rows: list[dict]) -> tuple[dict[str, Verdict], dict[str, dict[str,
     return out, spreads
 
 
+def _regime(cfg: ExperimentConfig, infos: dict) -> Emulated | None:
+    """The emulation's side of the regime, from the fat-tree's probe of its longest path
+    (else rail-only's): the per-link latency, the shapers' queues, the hosts' RTO."""
+    probe = next((infos[f]["path"] for f in ("fat-tree", "rail-only")
+                  if isinstance(infos.get(f), dict) and infos[f].get("path")), None)
+    if probe is None:
+        return None
+    packet = cfg.mtu * max(1, cfg.super_frames)  # what one queued packet can be
+    return Emulated(nic_mbps=cfg.rate_mbps, mtu=cfg.mtu, hop_latency_us=1000 * probe["rtt_ms"] / (2 * probe["links"]),
+                    hops=int(probe["links"]), port_buffer_bytes=probe["queue_packets"] * packet,
+                    min_rto_ms=cfg.tcp_rto_min_ms or 200.0, super_frames=cfg.super_frames, compute_ms=1000 * cfg.compute_s)
+
+
 def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict], infos: dict,
             out: Path) -> tuple[str, list[Verdict]]:
     params = load_cost_params()
@@ -271,6 +288,9 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
             lines.append(f"where the machine's CPU went, {f} (median cores per collective): {breakdown_text(b)}")
         if (infos.get(f) or {}).get("tcp"):
             lines.append(f"the hosts' TCP, {f}: {TcpStats(**infos[f]['tcp']).text()}")
+    regime = _regime(cfg, infos)
+    if regime is not None:
+        lines += regime_lines(RealFabric(), regime)
     lines += fidelity_lines(list(verdicts.values()))
     ratios = {**ratios, **{f"{k}_spread": v for k, v in spreads.items()}}
     text = "\n".join(lines)
@@ -278,6 +298,7 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
     write_json(out / "summary.json", {"config": config_json(cfg), "fabrics": bills, "collectives": summary,
                                       "ratios": ratios, "model_s": model, "runs": infos, "cpu": cpu,
                                       "cpu_breakdown_cores": breakdown,
+                                      "regime": regime_json(RealFabric(), regime) if regime is not None else None,
                                       "fidelity": verdicts_json(list(verdicts.values()))})
     return text, list(verdicts.values())
 
