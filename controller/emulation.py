@@ -1,33 +1,38 @@
 """Reach the emulation code in ``mininet/`` from the controller.
 
-``mininet/`` is deliberately not a package (it must never shadow the real Mininet), so its
-modules are loaded by putting that folder on ``sys.path`` here, once, on demand.
+``mininet/`` is deliberately not a package of that name (it must never shadow the real
+Mininet): it is installed as the package ``mlfabric_emulation`` (setup.py's ``package_dir``
+mapping), a namespace package without ``__init__.py``, so that a checkout's ``mininet/``
+folder on the path is never a regular package called ``mininet``. Its modules are imported
+on demand, because they import the real Mininet, which only the emulation needs.
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
 from controller.errors import EmulationError
 
-__all__ = ["EMULATION_DIR", "load_emulation_module", "run_emulation_module"]
+__all__ = ["EMULATION_DIR", "EMULATION_PACKAGE", "load_emulation_module", "run_emulation_module"]
 
 EMULATION_DIR = Path(__file__).resolve().parent.parent / "mininet"
+#: the package ``mininet/`` is installed as
+EMULATION_PACKAGE = "mlfabric_emulation"
 
 
 def load_emulation_module(name: str) -> ModuleType:
-    """Import ``mininet/<name>.py`` (which itself imports the real Mininet package)."""
+    """Import ``mlfabric_emulation.<name>`` (``mininet/<name>.py``, which itself imports
+    the real Mininet package)."""
     if not (EMULATION_DIR / f"{name}.py").exists():
         raise EmulationError(f"no emulation module {name!r} in {EMULATION_DIR}")
-    path = str(EMULATION_DIR)
-    if path not in sys.path:
-        sys.path.append(path)
     try:
-        return importlib.import_module(name)
+        # the real Mininet first: it loads pkg_resources, which warns about a namespace
+        # package imported before it (mlfabric_emulation has no __file__)
+        importlib.import_module("mininet.net")
+        return importlib.import_module(f"{EMULATION_PACKAGE}.{name}")
     except ImportError as exc:
         raise EmulationError(f"cannot load emulation module {name!r}: {exc} (is Debian's mininet installed? run make setup)") from exc
 

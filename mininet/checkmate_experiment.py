@@ -33,12 +33,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from checkmate_job import CheckmateJob, train_iteration
-from checkmate_report import write_report
-from checkmate_restarts import recovery, resume_from_baselines
-from cpu_sampler import CpuSampler, fabric_cpu_sampler
-from fabric_net import EmulatedFabric, check_free
-from switch_engines import engines_text, fabric_engines
+from mlfabric_emulation.checkmate_job import CheckmateJob, train_iteration
+from mlfabric_emulation.checkmate_report import write_report
+from mlfabric_emulation.checkmate_restarts import recovery, resume_from_baselines
+from mlfabric_emulation.cpu_sampler import CpuSampler, fabric_cpu_sampler
+from mlfabric_emulation.fabric_net import EmulatedFabric, check_free
+from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 
 from controller.errors import MlfabricError
 from controller.experiments.checkmate import (

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from switch_engines import engines_text
+from mlfabric_emulation.switch_engines import engines_text
 
 from controller.cli.output import format_table
 from controller.experiments.checkmate import (

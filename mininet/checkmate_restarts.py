@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from checkmate_job import CheckmateJob, train_iteration
+from mlfabric_emulation.checkmate_job import CheckmateJob, train_iteration
 
 from controller.errors import MlfabricError
 from controller.experiments.checkmate import (

@@ -22,10 +22,10 @@ import time
 import uuid
 from pathlib import Path
 
-from cpu_sampler import CpuSampler, fabric_cpu_sampler
-from fabric_net import EmulatedFabric, check_free
-from fabric_workers import prepare_hosts, workers
-from switch_engines import engines_text, fabric_engines
+from mlfabric_emulation.cpu_sampler import CpuSampler, fabric_cpu_sampler
+from mlfabric_emulation.fabric_net import EmulatedFabric, check_free
+from mlfabric_emulation.fabric_workers import prepare_hosts, workers
+from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 
 from controller.errors import EmulationError, MlfabricError
 from controller.experiments.collectives import COLLECTIVES, PROJECT_OPS, CollectivesConfig

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from link_monitor import LinkMonitor
+from mlfabric_emulation.link_monitor import LinkMonitor
 
 from controller.experiments.cpu_use import CpuSample, CpuUse, cpu_use
 

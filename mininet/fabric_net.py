@@ -22,12 +22,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
-from host_config import prepare_commands, run_batch, static_arp_commands
 from mininet.log import setLogLevel
 from mininet.net import Mininet
-from p4_switch_nodes import P4TargetSwitch
-from shaped_link import ShapedLink
-from teardown import stop_network
+from mlfabric_emulation.host_config import prepare_commands, run_batch, static_arp_commands
+from mlfabric_emulation.p4_switch_nodes import P4TargetSwitch
+from mlfabric_emulation.shaped_link import ShapedLink
+from mlfabric_emulation.teardown import stop_network
 
 from controller.bmv2_thrift import assign_thrift_ports, thrift_support
 from controller.cli.switch_args import current_fabric_path

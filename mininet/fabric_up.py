@@ -24,8 +24,8 @@ import sys
 import threading
 from pathlib import Path
 
-from fabric_net import EmulatedFabric, check_free
-from stoppable_stdin import StoppableStdin
+from mlfabric_emulation.fabric_net import EmulatedFabric, check_free
+from mlfabric_emulation.stoppable_stdin import StoppableStdin
 
 from controller.cli.output import format_table
 from controller.cli.switch_args import current_fabric_path

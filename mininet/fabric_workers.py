@@ -14,8 +14,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from fabric_net import EmulatedFabric
-from host_config import rto_min_commands
+from mlfabric_emulation.fabric_net import EmulatedFabric
+from mlfabric_emulation.host_config import rto_min_commands
 
 from controller.errors import EmulationError
 from controller.experiments.rail_only import ExperimentConfig

@@ -18,8 +18,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from qdisc_stats import QdiscReader
-from shaped_link import htb_burst
+from mlfabric_emulation.qdisc_stats import QdiscReader
+from mlfabric_emulation.shaped_link import htb_burst
 
 from controller.experiments.link_rate import LinkUse, QueueSample, link_use
 

@@ -18,10 +18,10 @@ import sys
 import time
 from pathlib import Path
 
-from cpu_sampler import CpuSampler, fabric_cpu_sampler
-from fabric_net import EmulatedFabric, check_free
-from fabric_workers import path_probe, prepare_hosts, workers
-from switch_engines import engines_text, fabric_engines
+from mlfabric_emulation.cpu_sampler import CpuSampler, fabric_cpu_sampler
+from mlfabric_emulation.fabric_net import EmulatedFabric, check_free
+from mlfabric_emulation.fabric_workers import path_probe, prepare_hosts, workers
+from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 
 from controller.cli.output import format_table
 from controller.errors import MlfabricError

@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cpu_sampler import CpuSampler, fabric_cpu_sampler
-from fabric_net import EmulatedFabric, check_free
-from switch_engines import engines_text, fabric_engines
+from mlfabric_emulation.cpu_sampler import CpuSampler, fabric_cpu_sampler
+from mlfabric_emulation.fabric_net import EmulatedFabric, check_free
+from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 
 from controller.errors import ConfigError, MlfabricError
 from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict

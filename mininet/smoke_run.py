@@ -13,11 +13,11 @@ import re
 import sys
 import time
 
-from host_config import prepare_host, set_static_arp
 from mininet.log import setLogLevel
 from mininet.net import Mininet
-from p4_switch_nodes import P4TargetSwitch
-from teardown import stop_network
+from mlfabric_emulation.host_config import prepare_host, set_static_arp
+from mlfabric_emulation.p4_switch_nodes import P4TargetSwitch
+from mlfabric_emulation.teardown import stop_network
 
 from controller.experiments.results import interrupt_on_signals
 from controller.netstate import NetRecord

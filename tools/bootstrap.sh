@@ -44,7 +44,7 @@ install_apt_packages() {
 }
 
 requirements_digest() {
-    sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1
+    cat "$ROOT/pyproject.toml" "$ROOT/setup.py" | sha256sum | cut -d' ' -f1
 }
 
 link_debian_mininet() {

@@ -16,8 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 SECOND = """
 import sys
-sys.path.insert(0, "mininet")
-from fabric_net import EmulatedFabric
+from controller.emulation import load_emulation_module
+EmulatedFabric = load_emulation_module("fabric_net").EmulatedFabric
 from controller.errors import MlfabricError
 from controller.topology import optical
 try:
