@@ -13,7 +13,6 @@ import argparse
 import contextlib
 import importlib.util
 import os
-import shutil
 import sys
 import uuid
 from collections.abc import Iterator, Sequence
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.errors import ConfigError, EmulationError
+from controller.launch.command import MAX_RANKS_PER_HOST, resolve_command
 from controller.launch.mpirun import DEFAULT_IDLE_US
 from controller.launch.placement import DEFAULT_MASTER_PORT, ORDERS, Placement, place
 from controller.launch.rails import RailDown, RailWatch, down_rails
@@ -67,6 +67,19 @@ def _fabric(args: argparse.Namespace) -> Iterator[Topology]:
         yield fab.live
 
 
+def _plan_first(args: argparse.Namespace, hosts: list[str] | None) -> None:
+    """Place the job on the topology it will run on before any fabric comes up: a bad
+    ``--hosts``, ``--master-port`` or ``--ranks-per-host`` is refused in one line, not after
+    a bring-up."""
+    from controller.cli.running_fabric import running_fabric
+    from controller.topology import load_topology
+
+    topo = load_topology(args.topology) if args.topology is not None else running_fabric()
+    if topo is not None:
+        place(topo, gpus=args.gpus, ranks_per_host=args.ranks_per_host, hosts=hosts, order=args.rank_order,
+              master_port=args.master_port)
+
+
 def _describe(p: Placement) -> str:
     by_host: dict[str, list[Any]] = {}
     for r in p.ranks:
@@ -89,15 +102,16 @@ def _launch(args: argparse.Namespace) -> int:
     if args.torch and importlib.util.find_spec("torch") is None:
         raise EmulationError("torch is not importable in this environment: install it into the venv "
                              "(.venv/bin/pip install torch; see docs/launch.md) or launch without --torch")
+    if args.ranks_per_host is not None and args.ranks_per_host > MAX_RANKS_PER_HOST:
+        raise ConfigError("<launch>", "--ranks-per-host", args.ranks_per_host,
+                          f"at most {MAX_RANKS_PER_HOST} ranks per host (each is a process)")
+    # the program made absolute before mpirun or a namespace sees it (Open MPI's daemons put
+    # their own prefix first on PATH), python/python3 the interpreter mlfabric runs under
+    command = resolve_command(command, mpi=args.mpi, torch=args.torch)
+    hosts = [h for h in args.hosts.split(",") if h] if args.hosts else None
+    _plan_first(args, hosts)
     if os.geteuid() != 0:
         raise EmulationError("entering the hosts' network namespaces needs root")
-    # the program as this shell finds it: Open MPI's daemons put their own prefix first on
-    # PATH, where `python3` is the system's interpreter, not this environment's
-    program = shutil.which(command[0])
-    if program is None:
-        raise ConfigError("<launch>", "CMD", command[0], "not found on PATH")
-    command = [program, *command[1:]]
-    hosts = [h for h in args.hosts.split(",") if h] if args.hosts else None
     launch_id = uuid.uuid4().hex
     from controller.experiments.results import interrupt_on_signals, stopped_by
 
