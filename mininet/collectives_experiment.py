@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import threading
@@ -32,7 +33,13 @@ from controller.experiments.collectives import COLLECTIVES, PROJECT_OPS, Collect
 from controller.experiments.collectives_report import plot_sizes, report
 from controller.experiments.cpu_use import breakdown_row, cpu_row
 from controller.experiments.fidelity import all_decided, breaches, undecided_note
-from controller.experiments.ompi_tuned import ALGORITHMS, default_algorithm, forced_mca
+from controller.experiments.ompi_tuned import (
+    ALGORITHMS,
+    check_version,
+    default_algorithm,
+    forced_mca,
+    parse_version,
+)
 from controller.experiments.options import (
     UNDECIDED_EXIT,
     add_common_options,
@@ -229,6 +236,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _installed_open_mpi() -> str | None:
+    """The installed Open MPI's version (None: none, or it does not say)."""
+    try:
+        out = subprocess.run(["ompi_info", "--version"], capture_output=True, text=True, check=False, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return parse_version(out.stdout)
+
+
 def main(argv: list[str]) -> int:
     a = build_parser().parse_args(argv)
     try:
@@ -240,6 +256,7 @@ def main(argv: list[str]) -> int:
         topos = fabrics_for(cfg.fabric_config(), None)
         for topo in topos.values():
             check_free(topo)
+        check_version(_installed_open_mpi())
     except MlfabricError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         return 2

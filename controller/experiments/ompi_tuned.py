@@ -15,7 +15,10 @@ from collections.abc import Sequence
 
 from controller.errors import ConfigError
 
-__all__ = ["ALGORITHMS", "default_algorithm", "forced_mca"]
+__all__ = ["ALGORITHMS", "TABLE_VERSION", "check_version", "default_algorithm", "forced_mca", "parse_version"]
+
+#: the Open MPI release the decision tables below were read from
+TABLE_VERSION = "4.1.4"
 
 #: each collective's algorithms by coll/tuned's number
 ALGORITHMS: dict[str, dict[int, str]] = {
@@ -99,3 +102,35 @@ def forced_mca(collective: str, algorithm: str) -> dict[str, str]:
         raise ConfigError("<collectives>", f"{collective} algorithm", algorithm,
                           f"one of {', '.join(numbers) or '(no such collective)'}")
     return {"coll_tuned_use_dynamic_rules": "1", f"coll_tuned_{collective}_algorithm": str(numbers[algorithm])}
+
+
+def parse_version(text: str) -> str | None:
+    """The version in ``ompi_info --version``'s (or ``mpirun --version``'s) output.
+
+    >>> parse_version("Open MPI v4.1.4\\n\\nhttp://www.open-mpi.org/community/help/")
+    '4.1.4'
+    >>> parse_version("mpirun (Open MPI) 5.0.3") , parse_version("nothing")
+    ('5.0.3', None)
+    """
+    import re
+
+    m = re.search(r"(\d+\.\d+\.\d+)", text)
+    return m.group(1) if m else None
+
+
+def check_version(installed: str | None) -> None:
+    """Refuse an Open MPI whose coll/tuned decisions may differ from :data:`TABLE_VERSION`'s
+    (another minor release), in one line: "the default algorithm" would be a guess.
+
+    >>> check_version("4.1.6")
+    >>> check_version("5.0.3")
+    Traceback (most recent call last):
+    ...
+    mlfabric_base.errors.ConfigError: <open-mpi>: version: coll/tuned's decision table here is 4.1.4's; another minor release decides differently (got '5.0.3')
+    """
+    if installed is None:
+        raise ConfigError("<open-mpi>", "version", None, "cannot read it (is openmpi-bin installed? make setup)")
+    if installed.split(".")[:2] != TABLE_VERSION.split(".")[:2]:
+        raise ConfigError("<open-mpi>", "version", installed,
+                          f"coll/tuned's decision table here is {TABLE_VERSION}'s; another minor release decides "
+                          "differently")
