@@ -170,8 +170,10 @@ def _group_present(client: P4RuntimeClient, mgid: int) -> bool:
     ent.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = mgid
     try:
         found = client.read([ent])
-    except P4ClientError:  # PI answers NOT_FOUND for a group that is not there
-        return False
+    except P4ClientError as exc:  # PI answers NOT_FOUND for a group that is not there
+        if exc.code == "NOT_FOUND":
+            return False
+        raise  # any other failure is no answer about the group
     return any(e.packet_replication_engine_entry.multicast_group_entry.multicast_group_id == mgid for e in found)
 
 

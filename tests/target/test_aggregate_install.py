@@ -22,6 +22,7 @@ from controller.aggregate import (
 )
 from controller.aggregate.compile import AGG_RESULT, AGG_WORKERS
 from controller.p4build import pipeline_files
+from controller.p4runtime.client import P4ClientError
 from controller.p4runtime.entities import decode_rule, encode_rule, multicast_group_entry, update
 from controller.topology import rail_only
 from packettest import open_target
@@ -45,7 +46,9 @@ def _groups(sw, mgid: int) -> list[tuple[int, int]]:
     ent.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = mgid
     try:
         found = sw.client.read([ent])
-    except Exception:  # PI: NOT_FOUND
+    except P4ClientError as exc:  # PI answers NOT_FOUND for a group that is not there; nothing else is "none"
+        if exc.code != "NOT_FOUND":
+            raise
         return []
     return sorted((r.egress_port, r.instance) for e in found
                   for r in e.packet_replication_engine_entry.multicast_group_entry.replicas)
