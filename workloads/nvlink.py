@@ -69,6 +69,11 @@ class NvlinkClock:
             self._ingress = start + n / self.bytes_per_s if self.bytes_per_s else now
             return self._ingress
 
+    def reserve(self, which: str, n: int) -> float:
+        """Advance the ``egress`` or ``ingress`` clock by ``n`` bytes from now; when they are
+        through (for a caller that waits without sleeping)."""
+        return self._reserve(which, n, time.monotonic())
+
     def sent_bytes(self, n: int) -> None:
         """``n`` bytes handed to a socket: return once the egress would have sent them."""
         self._wait(self._reserve("egress", n, time.monotonic()))

@@ -2,20 +2,20 @@
 
 :meth:`Mesh.start` connects it (:mod:`workloads.handshake`); frames, tags and timeouts are
 those of :mod:`workloads.framing`. :meth:`Mesh.exchange` runs a step's sends, receives and
-relays at once on a thread pool (sockets release the GIL). After any error the mesh is
-*aborted*: every socket is shut down, so that the threads still blocked on it, and the peers
-waiting on this rank, fail fast instead of each waiting for its own timeout.
+relays at once, in the calling thread (:mod:`workloads.exchange`: one poll loop, no thread per
+transfer). After any error the mesh is *aborted*: every socket is shut down, so that the peers
+waiting on this rank fail fast instead of each waiting for its own timeout.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from workloads.config import WorkloadConfig
 from workloads.errors import TransportError
+from workloads.exchange import run_exchange
 from workloads.framing import HEADER, PIECE_BYTES, Connection, make_tag
 from workloads.handshake import connect_mesh
 from workloads.nvlink import NvlinkClock
@@ -40,8 +40,6 @@ class Mesh:
         self.mirror_out: dict[int, Connection] = {}
         self.mirror_in: dict[int, Connection] = {}
         self._cid = 0
-        self._pool = cf.ThreadPoolExecutor(max_workers=2 * len(conns) + 4,
-                                           thread_name_prefix=f"mesh{me.rank}")
 
     # ------------------------------------------------------------ start-up
 
@@ -117,24 +115,28 @@ class Mesh:
                  recvs: Sequence[tuple[Any, ...]] = (),
                  forwards: Sequence[tuple[Any, ...]] = ()) -> None:
         """Run sends ``(peer, tag, buf)``, receives ``(peer, tag, out)`` and relays
-        ``(src, dst, tag)`` all at once; return when all are done. Each may carry a fourth
-        item, ``mirrored``: then it uses the mirrored leg's connection.
+        ``(src, dst, tag)`` all at once, in this thread (:func:`workloads.exchange.run_exchange`);
+        return when all are done. Each may carry a fourth item, ``mirrored``: then it uses
+        the mirrored leg's connection.
 
-        The first failure aborts the mesh (so that the others fail fast) and is raised.
+        The first failure aborts the mesh (so that the peers fail fast) and is raised.
         """
         if self.broken is not None:
             raise TransportError(f"mesh unusable after an earlier error: {self.broken}")
-        futures = [self._pool.submit(self.send, *args) for args in sends]
-        futures += [self._pool.submit(self.recv_into, *args) for args in recvs]
-        futures += [self._pool.submit(self.forward, *args) for args in forwards]
-        if not futures:
+        if not (sends or recvs or forwards):
             return
-        done, _ = cf.wait(futures, return_when=cf.FIRST_EXCEPTION)
-        errors = [f.exception() for f in done if f.exception() is not None]
-        if errors:
-            self.abort(str(errors[0]))
-            cf.wait(futures)
-            raise errors[0]  # type: ignore[misc]
+
+        def mirrored(item: tuple[Any, ...]) -> bool:
+            return bool(item[3]) if len(item) > 3 else False
+
+        try:
+            run_exchange([(self.conn(s[0], "out" if mirrored(s) else ""), s[1], s[2]) for s in sends],
+                         [(self.conn(r[0], "in" if mirrored(r) else ""), r[1], r[2]) for r in recvs],
+                         [(self.conn(f[0]), self.conn(f[1], "out" if mirrored(f) else ""), f[2]) for f in forwards],
+                         self.config.timeout_s)
+        except TransportError as exc:
+            self.abort(str(exc))
+            raise
 
     # ------------------------------------------------------------ teardown
 
@@ -152,7 +154,6 @@ class Mesh:
     def close(self) -> None:
         for c in self._all_conns():
             c.close()
-        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> Mesh:
         return self
