@@ -22,6 +22,7 @@ from controller.experiments.checkmate import (
     peer_host,
     replication,
     storage_host,
+    tuning_breaches,
 )
 from controller.experiments.checkmate_plots import plot_checkmate, plot_frequency
 from controller.experiments.checkmate_tuning import Tuning, repeated_work
@@ -123,7 +124,7 @@ def write_report(cfg: CheckmateConfig, rows: list[dict], tuning_rows: list[dict]
     summary["cpu"] = cpu_summary(rows)
     judged = overhead_verdicts(rows, configs)
     decided = {v.comparison.removesuffix(" overhead"): v.decided for v in judged}
-    summary["claims"] = claims(summary, decided)
+    summary["claims"] = claims(summary, decided, tuning_breaches(tuning_rows))
     summary["fidelity"] = verdicts_json(judged)
     write_json(out / "summary.json", summary)
     digests = {r["digest"] for r in rows if r["ok"] and r["iteration"] == cfg.iterations - 1}
