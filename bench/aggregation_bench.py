@@ -19,7 +19,15 @@ from controller.p4runtime.entities import (
 )
 from packettest.frames import ethernet, ipv4, udp
 from packettest.targets import ProcessTarget
-from workloads.aggregation.wire import AGG_UDP_PORT, FLAG_SET, LANES, PAYLOAD_BYTES, Chunk, encode
+from workloads.aggregation.wire import (
+    AGG_UDP_PORT,
+    FLAG_SET,
+    LANES,
+    PAYLOAD_BYTES,
+    WORKER_PORT,
+    Chunk,
+    encode,
+)
 
 WORKER = "10.0.0.1"
 SLOTS = 64
@@ -32,14 +40,14 @@ def _requests() -> list[bytes]:
         payload = encode(Chunk(job=1, slot=i % SLOTS, offset=i * LANES, values=tuple(range(LANES)),
                                flags=FLAG_SET if i >= SLOTS else 0))
         out.append(ethernet("02:5f:00:01:00:01", "02:00:00:00:00:01", 0x0800,
-                            ipv4(WORKER, "10.0.255.254", udp(48865, AGG_UDP_PORT, payload), proto=17)))
+                            ipv4(WORKER, "10.0.255.254", udp(WORKER_PORT, AGG_UDP_PORT, payload), proto=17)))
     return out
 
 
 def _plain() -> list[bytes]:
     """Frames of the same size that rail_switch only forwards (to 10.0.0.x, routed to port 2)."""
     return [ethernet("02:5f:00:01:00:01", "02:00:00:00:00:01", 0x0800,
-                     ipv4(WORKER, f"10.0.0.{2 + i % 200}", udp(48865, 9000, bytes(PAYLOAD_BYTES)), proto=17))
+                     ipv4(WORKER, f"10.0.0.{2 + i % 200}", udp(WORKER_PORT, 9000, bytes(PAYLOAD_BYTES)), proto=17))
             for i in range(256)]
 
 

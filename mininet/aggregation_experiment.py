@@ -23,6 +23,7 @@ from pathlib import Path
 from mlfabric_emulation.cpu_sampler import CpuSampler, fabric_cpu_sampler
 from mlfabric_emulation.fabric_net import EmulatedFabric, check_free
 from mlfabric_emulation.fabric_workers import prepare_hosts, workers
+from mlfabric_emulation.port_meter import PortCounterMeter, mean_and_max
 from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 
 from controller.aggregate import install_aggregation
@@ -46,12 +47,10 @@ from controller.experiments.results import (
     write_csv,
     write_json,
 )
-from controller.p4build import pipeline_files
-from controller.p4runtime.client import P4RuntimeClient
-from controller.p4runtime.schema import P4Schema
 from controller.topology.model import Host, Topology
 from mlfabric_base.numbers import positive_float
 from workloads.aggregation.shadow import digest, rebuild
+from workloads.aggregation.wire import WORKER_PORT
 from workloads.errors import WorkloadError
 
 FABRICS = ("rail-only", "fat-tree")
@@ -61,45 +60,13 @@ def _say(msg: str) -> None:
     print(f"[aggregation] {msg}", flush=True)
 
 
-class NicMeter:
-    """Bytes each GPU's NIC (of ``hosts``) sent into its switch, from rail_switch's per-port rx
-    counters (read as a backup controller, one connection per switch with GPUs on it)."""
-
-    def __init__(self, live: Topology, hosts: set[str]) -> None:
-        schema = P4Schema.from_file(pipeline_files("rail_switch").p4info)
-        self.counter_id = schema.counter("port_rx").id
-        self.ports: dict[str, tuple[P4RuntimeClient, list[int]]] = {}
-        for sw in live.switches:
-            ports = [p for p, peer in live.switch_ports(sw.name).items() if peer.node in hosts]
-            if ports and sw.grpc:
-                client = P4RuntimeClient(sw.grpc, device_id=sw.device_id, election_id=0).connect()
-                self.ports[sw.name] = (client, sorted(ports))
-
-    def read(self) -> dict[tuple[str, int], int]:
-        out = {}
-        for name, (client, ports) in self.ports.items():
-            cells = {e.index.index: e.data.byte_count for e in client.read_counter(self.counter_id)}
-            out.update({(name, p): cells.get(p, 0) for p in ports})
-        return out
-
-    @staticmethod
-    def sent(before: dict[tuple[str, int], int], after: dict[tuple[str, int], int]) -> tuple[float, int]:
-        """The mean and the largest bytes one GPU's NIC sent between two reads."""
-        deltas = [after[k] - before[k] for k in after]
-        return (sum(deltas) / len(deltas), max(deltas)) if deltas else (0.0, 0)
-
-    def close(self) -> None:
-        for client, _ in self.ports.values():
-            client.close()
-
-
 def _commands(settings: AggregationSettings, it: int) -> list[dict]:
     """Each size's all-reduces; a lossy in-network one is labelled ``innet_allreduce_lossy``
     in the rows (its workers run ``innet_allreduce`` with ``drop_every``)."""
     out = []
     for kb in settings.sizes_kb:
         for op in settings.ops:
-            job = {"job": settings.job, "slots": settings.slots, "port": 48865,
+            job = {"job": settings.job, "slots": settings.slots, "port": WORKER_PORT,
                    "drop_every": settings.loss_every if op == LOSSY else 0}
             out.append({"op": "innet_allreduce" if op == LOSSY else op, "bytes": kb * 1024, "iter": it,
                         **({"ring": "pxn"} if op == "allreduce" else {}),
@@ -204,7 +171,8 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, settings: Agg
         info["engines"] = fabric_engines(cfg.target, fab.log_dir, names)
         _say(f"{fabric}: switches run the {engines_text(info['engines'])}")
         cpu = fabric_cpu_sampler(fab, names)
-        meter = NicMeter(fab.live, {h.name for h in worker_topo.hosts})
+        gpus = {h.name for h in worker_topo.hosts}
+        meter = PortCounterMeter(fab.live, "port_rx", lambda sw, port, peer: peer.node in gpus)
         calls: list[tuple[dict | None, int, set[str]]] = []  # every in-network all-reduce, warm-ups too
         with contextlib.ExitStack() as stack:
             stack.callback(meter.close)
@@ -231,7 +199,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, settings: Agg
                     row: dict = {}
                     with cpu.measure() as used, workers_cpu.measure() as by_workers:
                         results = run(cmd, row)
-                    sent, busiest = meter.sent(before, meter.read())
+                    sent, busiest = mean_and_max(before, meter.read())
                     row.update({**_row(fabric, cmd, results, sent, busiest), **cpu_row(used[0]),
                                 **breakdown_row(used[0], by_workers[0])})
                     rows.append(row)

@@ -21,6 +21,7 @@ from pathlib import Path
 from mlfabric_emulation.cpu_sampler import CpuSampler, fabric_cpu_sampler
 from mlfabric_emulation.fabric_net import EmulatedFabric, check_free
 from mlfabric_emulation.fabric_workers import path_probe, prepare_hosts, workers
+from mlfabric_emulation.port_meter import PortCounterMeter, busiest_share
 from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 
 from controller.cli.output import format_table
@@ -70,9 +71,6 @@ from controller.experiments.results import (
 from controller.experiments.tcp_stats import TcpStats, parse_proc_net
 from controller.experiments.tcp_stats import read_command as tcp_read_command
 from controller.models.params import load_cost_params
-from controller.p4build import pipeline_files
-from controller.p4runtime.client import P4RuntimeClient
-from controller.p4runtime.schema import P4Schema
 from controller.topology import load_topology
 from controller.topology.generators import UPLINK_ROUTINGS
 from controller.topology.model import JUMBO_MTU, Topology
@@ -98,44 +96,6 @@ def _commands(cfg: ExperimentConfig, fabric: str, it: int) -> list[dict]:
                  "parallelism": {"dp_allreduce": "allreduce", "moe_bytes": cfg.alltoall_bytes,
                                  "moe_alltoall": "hier_alltoall" if fabric == "rail-only" else "alltoall"}})
     return cmds
-
-
-class UplinkMeter:
-    """Bytes each leaf sent up to the spines, from rail_switch's per-port tx counters, so
-    that a run records how evenly ECMP spread each collective over the uplinks. It reads
-    as a backup controller (election id below the installer's), one connection per leaf."""
-
-    def __init__(self, live: Topology) -> None:
-        schema = P4Schema.from_file(pipeline_files("rail_switch").p4info)
-        self.counter_id = schema.counter("port_tx").id
-        self.uplinks: dict[str, tuple[P4RuntimeClient, list[int]]] = {}
-        for sw in live.switches:
-            ports = [p for p, peer in live.switch_ports(sw.name).items() if live.is_switch(peer.node)]
-            if sw.role in ("rail", "leaf") and ports and sw.grpc:
-                client = P4RuntimeClient(sw.grpc, device_id=sw.device_id, election_id=0).connect()
-                self.uplinks[sw.name] = (client, sorted(ports))
-
-    def read(self) -> dict[str, list[int]]:
-        out = {}
-        for name, (client, ports) in self.uplinks.items():
-            cells = {e.index.index: e.data.byte_count for e in client.read_counter(self.counter_id)}
-            out[name] = [cells.get(p, 0) for p in ports]
-        return out
-
-    def close(self) -> None:
-        for client, _ in self.uplinks.values():
-            client.close()
-
-    @staticmethod
-    def imbalance(before: dict[str, list[int]], after: dict[str, list[int]]) -> float | None:
-        """The busiest uplink's bytes over the fair share of its leaf (1.0 = perfectly even)."""
-        worst = None
-        for name, counts in after.items():
-            sent = [a - b for a, b in zip(counts, before[name], strict=True)]
-            if sum(sent):
-                share = max(sent) / (sum(sent) / len(sent))
-                worst = share if worst is None else max(worst, share)
-        return worst
 
 
 def _row(fabric: str, cmd: dict, results: list[dict]) -> dict:
@@ -166,7 +126,9 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
         info["path"] = path_probe(fab, topo)
         _say(f"{fabric}: the longest GPU-to-GPU path ({info['path']['links']} links) answers in "
              f"{info['path']['rtt_ms']:.3f} ms")
-        meter = UplinkMeter(fab.live) if fabric == "fat-tree" and fab.live is not None else None
+        meter = (PortCounterMeter(fab.live, "port_tx", lambda sw, port, peer: sw.role in ("rail", "leaf")
+                                  and fab.live.is_switch(peer.node))
+                 if fabric == "fat-tree" and fab.live is not None else None)
         names = [s.name for s in topo.switches]
         info["engines"] = fabric_engines(cfg.target, fab.log_dir, names)
         _say(f"{fabric}: switches run the {engines_text(info['engines'])}")
@@ -194,7 +156,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
                     row = {**_row(fabric, cmd, results), **cpu_row(used[0]),
                            **breakdown_row(used[0], by_workers[0])}
                     if before is not None and meter is not None:
-                        row["uplink_imbalance"] = meter.imbalance(before, meter.read())
+                        row["uplink_imbalance"] = busiest_share(before, meter.read())
                     rows.append(row)
                     status = f"{row['seconds']:.3f} s" if row["ok"] else f"FAILED ({row['error']})"
                     if row.get("uplink_imbalance"):

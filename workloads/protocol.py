@@ -48,6 +48,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from workloads.aggregation.wire import WORKER_PORT
 from workloads.errors import CommandError
 from workloads.plan import ALLTOALL_SCHEDULES, RING_KINDS
 
@@ -201,7 +202,7 @@ def parse_command(line: str | Mapping[str, Any]) -> Command:
     if aggregation is not None:
         _unknown(aggregation, ("job", "slots", "port", "drop_every"), "aggregation: ")
         aggregation = {"job": _int(aggregation, "job", 0, minimum=1), "slots": _int(aggregation, "slots", 64, minimum=1),
-                       "port": _int(aggregation, "port", 48865, minimum=1),
+                       "port": _int(aggregation, "port", WORKER_PORT, minimum=1),
                        "drop_every": _int(aggregation, "drop_every", 0)}
     return Command(training=training, step=step, aggregation=aggregation, op=op, bytes=_int(obj, "bytes", 0), iter=_int(obj, "iter", 0, minimum=None),
                    ring=_choice(obj, "ring", "pxn", RING_KINDS),

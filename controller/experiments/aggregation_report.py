@@ -80,7 +80,7 @@ def report(cfg: ExperimentConfig, settings: AggregationSettings, rows: Sequence[
             lines.append(f"Checkmate shadow, {fabric}: rebuilt {sh['identical']} of {sh['calls']} in-network all-reduces "
                          "bit for bit from one copy of each sum" + (f" ({sh['error']})" if sh.get("error") else ""))
     lines += fidelity_lines(judged)
-    data = {"collectives": summary, "spreads": spreads, "runs": dict(infos), "fidelity": verdicts_json(judged)}
+    data = {"allreduces": summary, "spreads": spreads, "runs": dict(infos), "fidelity": verdicts_json(judged)}
     return "\n".join(lines), judged, data
 
 

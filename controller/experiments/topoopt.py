@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.errors import ConfigError
+from controller.models.topoopt import COST_RATIO, PAPER_TAX
 from controller.routing.topoopt_routes import wiring_of
 from controller.topology import rail_fat_tree, topoopt_wired
 from controller.topology.model import Topology
@@ -50,10 +51,6 @@ from mlfabric_base.errors import refuse_nonfinite
 __all__ = ["COST_RATIO", "DEFAULT_JOBS", "FABRICS", "PAPER_TAX", "Planned", "TopoOptConfig", "Variant",
            "expected_tax", "forwarded", "mean_sd", "plan", "step_spec", "tax", "tx_frames"]
 
-#: the paper's bandwidth tax of host forwarding (lecture notes, fig. 13), by degree
-PAPER_TAX = {4: 1.11, 8: 1.05}
-#: an ideal switch of TopoOpt's bandwidth costs about this many TopoOpt fabrics (the paper)
-COST_RATIO = 3.2
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_JOBS = (str(REPO / "topologies/jobs/topoopt-dlrm.yaml"), str(REPO / "topologies/jobs/topoopt-transformer.yaml"))
 #: the fabrics of every (job, degree), in the order they run

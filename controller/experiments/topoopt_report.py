@@ -28,12 +28,11 @@ from controller.experiments.topoopt import (
     Variant,
     mean_sd,
 )
+from controller.models.topoopt import PAPER_SPEEDUP
 from controller.topoopt.job import job_to_dict
 
-__all__ = ["PAPER_SPEEDUP", "report", "same_fabric", "summarise", "verdicts"]
+__all__ = ["report", "same_fabric", "summarise", "verdicts"]
 
-#: the paper's claim the speed-ups are put next to
-PAPER_SPEEDUP = "up to 3.4x faster training than a fat-tree of similar cost (simulation, 128 servers, d = 4..8)"
 BASELINES = ("totient", "fat-tree-cost", "fat-tree-bw")
 
 

@@ -36,6 +36,7 @@ from workloads.aggregation.wire import (
     HEADER_BYTES,
     LANES,
     PAYLOAD_BYTES,
+    WORKER_PORT,
 )
 from workloads.errors import ConfigError, WorkloadError
 
@@ -55,7 +56,7 @@ class AggregationConfig:
 
     job: int
     slots: int = 64
-    port: int = 48865
+    port: int = WORKER_PORT
     #: TCP's floor: a window's last chunk waits for the whole window to drain at every worker, which a
     #: single round trip (the exponent's) does not show; 200 ms covers a 64-slot window down to 1 Mbit/s
     min_rto_s: float = 0.2

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from workloads.aggregation.quantize import dequantize, scale_for
-from workloads.aggregation.wire import LANES, PAYLOAD_BYTES, decode
+from workloads.aggregation.wire import LANES, PAYLOAD_BYTES, WORKER_PORT, decode
 from workloads.collectives import chunk_bounds
 from workloads.errors import VerificationError
 
@@ -104,7 +104,7 @@ def record(ips: Sequence[str], port: int, prefix: Path) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m workloads.aggregation.shadow", description=__doc__.split("\n")[0])
     p.add_argument("--listen", nargs="+", required=True, help="the shadow's address on each rail, in rail order")
-    p.add_argument("--port", type=int, default=48865, help="the job's worker port")
+    p.add_argument("--port", type=int, default=WORKER_PORT, help="the job's worker port")
     p.add_argument("--out", type=Path, required=True, help="record into OUT.rail<r>")
     a = p.parse_args(argv)
     return record(a.listen, a.port, a.out)

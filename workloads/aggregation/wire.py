@@ -18,13 +18,17 @@ __all__ = [
     "HEADER_BYTES",
     "LANES",
     "PAYLOAD_BYTES",
+    "WORKER_PORT",
     "Chunk",
     "decode",
     "encode",
     "service_address",
 ]
 
+#: the UDP port the switch aggregates on
 AGG_UDP_PORT = 48864
+#: the UDP port every worker of a job sends from and receives its results on
+WORKER_PORT = AGG_UDP_PORT + 1
 LANES = 64
 FLAG_SET = 1
 FLAG_RESULT = 2
