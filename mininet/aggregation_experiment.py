@@ -29,7 +29,12 @@ from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 from controller.aggregate import install_aggregation
 from controller.aggregate.job import ShadowSpec
 from controller.errors import MlfabricError
-from controller.experiments.aggregation import LOSSY, AggregationSettings, aggregation_job
+from controller.experiments.aggregation import (
+    LOSSY,
+    AggregationSettings,
+    aggregation_job,
+    shadow_verdicts,
+)
 from controller.experiments.aggregation_report import plot_aggregation, report
 from controller.experiments.cpu_use import breakdown_row, cpu_row
 from controller.experiments.fidelity import all_decided, breaches
@@ -49,9 +54,7 @@ from controller.experiments.results import (
 )
 from controller.topology.model import Host, Topology
 from mlfabric_base.numbers import positive_float
-from workloads.aggregation.shadow import digest, rebuild
 from workloads.aggregation.wire import WORKER_PORT
-from workloads.errors import WorkloadError
 
 FABRICS = ("rail-only", "fat-tree")
 
@@ -124,26 +127,6 @@ class ShadowRecorder:
                 if Path(f"{self.prefix}.rail{r}").exists()}
 
 
-def _shadow_verdicts(recorder: ShadowRecorder, calls: list[tuple[dict | None, int, set[str]]],
-                     rails: int) -> dict[str, int | str]:
-    """Rebuild every in-network all-reduce from the shadow's sums and mark each row
-    ``bit-identical`` when its digest is every worker's."""
-    try:
-        rebuilt = rebuild(recorder.streams(), [n for _, n, _ in calls], rails)
-    except WorkloadError as exc:
-        for row, _, _ in calls:
-            if row is not None:
-                row["shadow"] = f"missing: {exc}"
-        return {"calls": len(calls), "identical": 0, "error": str(exc)}
-    identical = 0
-    for (row, _, worker_digests), buf in zip(calls, rebuilt, strict=True):
-        same = len(worker_digests) == 1 and digest(buf) in worker_digests
-        identical += same
-        if row is not None:
-            row["shadow"] = "bit-identical" if same else "differs"
-    return {"calls": len(calls), "identical": identical}
-
-
 def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, settings: AggregationSettings, workdir: Path,
                rows: list[dict], *, shadow: bool) -> dict:
     """One fabric: its servers are the workers, and with ``shadow`` one more server is the
@@ -209,7 +192,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, settings: Agg
                          f"{busiest / 1024:.0f} KiB [{time.monotonic() - t0:.1f} s wall; {used[0].text()}]"
                          + (f"  OVER A FIDELITY LIMIT: {held}" if held else ""))
         if recorder is not None:
-            info["shadow"] = _shadow_verdicts(recorder, calls, cfg.rails)
+            info["shadow"] = shadow_verdicts(recorder.streams(), calls, cfg.rails)
             _say(f"{fabric}: the shadow rebuilt {info['shadow']['identical']} of {info['shadow']['calls']} in-network "
                  "all-reduces bit for bit")
     info["teardown_s"] = round(fab.timings.teardown_s, 2)

@@ -25,7 +25,8 @@ from controller.topology.model import Topology
 from mlfabric_base.errors import refuse_nonfinite
 from workloads.aggregation.wire import FRAME_BYTES, LANES
 
-__all__ = ["LOSSY", "OPS", "AggregationSettings", "aggregation_job", "innet_wire_bytes", "summarize", "verdicts"]
+__all__ = ["LOSSY", "OPS", "AggregationSettings", "aggregation_job", "innet_wire_bytes", "shadow_verdicts", "summarize",
+           "verdicts"]
 
 OPS = ("allreduce", "hier_allreduce", "innet_allreduce", "innet_allreduce_lossy")
 #: the in-network all-reduce with loss injected at the workers' NICs (a row label, not an op)
@@ -124,3 +125,26 @@ def verdicts(rows: Sequence[Mapping[str, Any]]) -> tuple[dict[str, dict[str, flo
                 verdict, spreads[label] = judge_ratio(label, "in-network is", side(num), side(den))
                 out.append(verdict)
     return spreads, out
+
+
+def shadow_verdicts(streams: Any, calls: list[tuple[dict | None, int, set[str]]], rails: int) -> dict[str, int | str]:
+    """Rebuild every in-network all-reduce from the shadow's recorded sums (``streams``, per
+    rail) and mark each call's row ``bit-identical`` when its digest is every worker's
+    (``calls``: the row, the values all-reduced and the workers' digests); the counts."""
+    from workloads.aggregation.shadow import digest, rebuild
+    from workloads.errors import WorkloadError
+
+    try:
+        rebuilt = rebuild(streams, [n for _, n, _ in calls], rails)
+    except WorkloadError as exc:
+        for row, _, _ in calls:
+            if row is not None:
+                row["shadow"] = f"missing: {exc}"
+        return {"calls": len(calls), "identical": 0, "error": str(exc)}
+    identical = 0
+    for (row, _, worker_digests), buf in zip(calls, rebuilt, strict=True):
+        same = len(worker_digests) == 1 and digest(buf) in worker_digests
+        identical += same
+        if row is not None:
+            row["shadow"] = "bit-identical" if same else "differs"
+    return {"calls": len(calls), "identical": identical}

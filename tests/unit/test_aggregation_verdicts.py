@@ -73,3 +73,13 @@ def test_the_bytes_model_per_busiest_nic() -> None:
     assert nic_bytes_model("hier_allreduce", size, 4, 4) == 2 * 3 / 4 * size / 4
     assert nic_bytes_model("hier_allreduce", size, 1, 4) == 0.0, "one server: no rail step"
     assert nic_bytes_model("innet_allreduce", size, 4, 4) == (1024 + 1) * 314
+
+
+def test_the_shadow_verdict_marks_each_call_and_says_what_is_missing() -> None:
+    from controller.experiments.aggregation import shadow_verdicts
+
+    rows = [{"op": "innet_allreduce"}, {"op": "innet_allreduce"}]
+    calls = [(rows[0], 64, {"abc"}), (rows[1], 64, {"abc"})]
+    result = shadow_verdicts({}, calls, rails=1)  # the shadow recorded nothing
+    assert result["identical"] == 0 and "error" in result
+    assert all(r["shadow"].startswith("missing: ") for r in rows)
