@@ -36,10 +36,17 @@ from controller.experiments.aggregation import (
     shadow_verdicts,
 )
 from controller.experiments.aggregation_report import plot_aggregation, report
+from controller.experiments.core import (
+    INTERRUPTED_EXIT,
+    exit_status,
+    refuse,
+    results_folder,
+    run_units,
+    write_outcome,
+)
 from controller.experiments.cpu_use import breakdown_row, cpu_row
-from controller.experiments.fidelity import all_decided, breaches
+from controller.experiments.fidelity import breaches
 from controller.experiments.options import (
-    UNDECIDED_EXIT,
     add_common_options,
     add_data_path_options,
     experiment_parser,
@@ -47,8 +54,6 @@ from controller.experiments.options import (
 from controller.experiments.rail_only import ExperimentConfig, fabrics_for
 from controller.experiments.results import (
     config_json,
-    new_results_dir,
-    run_each_fabric,
     write_csv,
     write_json,
 )
@@ -240,40 +245,26 @@ def main(argv: list[str]) -> int:
         for topo in topos.values():
             check_free(topo)
     except MlfabricError as exc:
-        print(f"mlfabric: error: {exc}", file=sys.stderr)
-        return 2
-    out = a.out or new_results_dir("aggregation")
-    out.mkdir(parents=True, exist_ok=True)
-    _say(f"results folder: {out}")
+        return refuse(exc)
+    out = results_folder("aggregation", a.out, _say)
     rows: list[dict] = []
-    infos, interrupted = run_each_fabric(
+    infos, interrupted = run_units(
         tuple(a.fabrics), lambda fabric, work: run_fabric(fabric, topos[fabric], cfg, settings, work, rows,
                                                    shadow=not a.no_shadow), out, rows, _say)
     if interrupted is not None and not rows:
         write_json(out / "summary.json", {"config": config_json(cfg), "interrupted": interrupted, "runs": infos})
         _say(f"wrote what finished to {out} (marked interrupted)")
-        return 130
-    if interrupted is not None:
-        infos["interrupted"] = interrupted
+        return INTERRUPTED_EXIT
     write_csv(out / "iterations.csv", rows)
     text, verdicts, data = report(cfg, settings, rows, infos)
-    (out / "table.txt").write_text(text + "\n")
-    write_json(out / "summary.json", {"config": config_json(cfg), "settings": config_json(settings), **data})
+    write_outcome(out, text, {"config": config_json(cfg), "settings": config_json(settings), **data}, verdicts,
+                  interrupted=interrupted)
     plot_aggregation(rows, out / "aggregation.png", judged=verdicts,
                      title=f"in-network aggregation vs ring, {cfg.gpus} GPUs ({cfg.servers}x{cfg.rails}), "
                            f"{cfg.rate_mbps:g} Mbit/s")
-    print()
-    print(text)
-    print()
     _say(f"wrote {out}/iterations.csv, summary.json, table.txt, aggregation.png")
-    if interrupted is not None:
-        return 130
-    if any(not r["ok"] for r in rows):
-        return 1
-    if a.require_decided and not all_decided(verdicts):
-        _say("undecided: a fidelity monitor failed (--require-decided)")
-        return UNDECIDED_EXIT
-    return 0
+    return exit_status(interrupted=interrupted, failed=any(not r["ok"] for r in rows), verdicts=verdicts,
+                       require_decided=a.require_decided, say=_say)
 
 
 if __name__ == "__main__":

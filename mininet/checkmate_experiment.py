@@ -65,13 +65,17 @@ from controller.experiments.checkmate_tuning import (
     sync_k,
     tune,
 )
+from controller.experiments.core import (
+    INTERRUPTED_EXIT,
+    exit_status,
+    refuse,
+    results_folder,
+    run_units,
+    write_outcome,
+)
 from controller.experiments.cpu_use import cpu_row
-from controller.experiments.fidelity import all_decided
-from controller.experiments.options import UNDECIDED_EXIT, add_common_options, experiment_parser
+from controller.experiments.options import add_common_options, experiment_parser
 from controller.experiments.results import (
-    interrupt_on_signals,
-    new_results_dir,
-    stopped_by,
     write_csv,
 )
 from controller.mirror import compile_mirror, install_mirror, parse_job, resolve_job
@@ -295,34 +299,23 @@ def main(argv: list[str]) -> int:
             tune=not a.no_tuning).validate())
         check_free(fabric(cfg))  # before the results folder: a run refused for a busy machine leaves nothing
     except MlfabricError as exc:
-        print(f"mlfabric: error: {exc}", file=sys.stderr)
-        return 2
-    out = a.out or new_results_dir("checkmate")
-    out.mkdir(parents=True, exist_ok=True)
-    _say(f"results folder: {out}")
+        return refuse(exc)
+    out = results_folder("checkmate", a.out, _say)
     run = _Run()
-    try:
-        with interrupt_on_signals():
-            _experiment(cfg, fabric(cfg), out, run)
-    except KeyboardInterrupt as exc:
-        run.info["interrupted"] = (f"stopped by {stopped_by(exc)} after {len(run.rows)} iterations; "
-                                   "the emulation was torn down")
-        _say(run.info["interrupted"])
+    _, interrupted = run_units(["checkmate"], lambda _unit, _work: _experiment(cfg, fabric(cfg), out, run),
+                               out, run.rows, _say)
+    if interrupted is not None:
+        run.info["interrupted"] = interrupted
     if not run.rows:
         _say("nothing finished: no results written")
-        return 130
-    text, judged = write_report(cfg, run.rows, run.tuning_rows, run.events, run.loss_events, run.tuned,
-                           run.recovery, run.info, out)
-    print()
-    print(text)
-    print()
+        return INTERRUPTED_EXIT
+    text, summary, judged = write_report(cfg, run.rows, run.tuning_rows, run.events, run.loss_events, run.tuned,
+                                         run.recovery, run.info, out)
+    write_outcome(out, text, summary, judged, interrupted=interrupted)
     _say(f"wrote {out}/iterations.csv, replication.csv, summary.json, table.txt, checkmate.png"
          + (", tuning.csv, frequency.png" if run.tuned else ""))
-    if "interrupted" in run.info:
-        return 130
-    if not all(r["ok"] for r in run.rows + run.tuning_rows):
-        return 1
-    return UNDECIDED_EXIT if a.require_decided and not all_decided(judged) else 0
+    return exit_status(interrupted=interrupted, failed=not all(r["ok"] for r in run.rows + run.tuning_rows),
+                       verdicts=judged, require_decided=a.require_decided, say=_say)
 
 
 @dataclasses.dataclass

@@ -31,8 +31,17 @@ from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 from controller.errors import EmulationError, MlfabricError
 from controller.experiments.collectives import COLLECTIVES, PROJECT_OPS, CollectivesConfig
 from controller.experiments.collectives_report import plot_sizes, report
+from controller.experiments.core import (
+    FAILED_EXIT,
+    INTERRUPTED_EXIT,
+    exit_status,
+    refuse,
+    results_folder,
+    run_units,
+    write_outcome,
+)
 from controller.experiments.cpu_use import breakdown_row, cpu_row
-from controller.experiments.fidelity import all_decided, breaches, undecided_note
+from controller.experiments.fidelity import breaches, undecided_note
 from controller.experiments.ompi_tuned import (
     ALGORITHMS,
     check_version,
@@ -41,7 +50,6 @@ from controller.experiments.ompi_tuned import (
     parse_version,
 )
 from controller.experiments.options import (
-    UNDECIDED_EXIT,
     add_common_options,
     add_data_path_options,
     experiment_parser,
@@ -49,8 +57,6 @@ from controller.experiments.options import (
 from controller.experiments.rail_only import FABRICS, fabrics_for
 from controller.experiments.results import (
     config_json,
-    new_results_dir,
-    run_each_fabric,
     write_csv,
     write_json,
 )
@@ -258,40 +264,29 @@ def main(argv: list[str]) -> int:
             check_free(topo)
         check_version(_installed_open_mpi())
     except MlfabricError as exc:
-        print(f"mlfabric: error: {exc}", file=sys.stderr)
-        return 2
-    out = a.out or new_results_dir("collectives")
-    out.mkdir(parents=True, exist_ok=True)
-    _say(f"results folder: {out}")
+        return refuse(exc)
+    out = results_folder("collectives", a.out, _say)
     rows: list[dict] = []
     try:
-        infos, interrupted = run_each_fabric(
+        infos, interrupted = run_units(
             FABRICS, lambda fabric, work: run_fabric(fabric, topos[fabric], cfg, work, out, rows), out, rows, _say)
     except EmulationError as exc:
         print(f"mlfabric: error: {exc}", file=sys.stderr)
         write_csv(out / "iterations.csv", rows)
-        return 1
+        return FAILED_EXIT
     write_csv(out / "iterations.csv", rows)
-    if interrupted is not None:
+    if interrupted is not None and set(topos) - set(infos):
         write_json(out / "summary.json", {"config": config_json(cfg), "interrupted": interrupted, "runs": infos})
         _say(f"wrote what finished to {out} (marked interrupted)")
-        return 130
+        return INTERRUPTED_EXIT
     text, verdicts, data = report(rows, cfg)
-    write_json(out / "summary.json", {"config": config_json(cfg), "runs": infos, **data})
-    (out / "table.txt").write_text(text + "\n")
+    write_outcome(out, text, {"config": config_json(cfg), "runs": infos, **data}, verdicts, interrupted=interrupted)
     plot_sizes(rows, cfg, out / "collectives.png",
                title=f"Open MPI and mlfabric collectives, {cfg.gpus} GPUs ({cfg.servers}x{cfg.rails}), "
                      f"{cfg.rate_mbps:g} Mbit/s" + undecided_note(verdicts))
-    print()
-    print(text)
-    print()
     _say(f"wrote {out}/iterations.csv, summary.json, table.txt, collectives.png")
-    if any(not r["ok"] for r in rows):
-        return 1
-    if a.require_decided and not all_decided(verdicts):
-        _say("undecided: a fidelity monitor failed (--require-decided)")
-        return UNDECIDED_EXIT
-    return 0
+    return exit_status(interrupted=interrupted, failed=any(not r["ok"] for r in rows), verdicts=verdicts,
+                       require_decided=a.require_decided, say=_say)
 
 
 if __name__ == "__main__":

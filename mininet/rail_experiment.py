@@ -27,6 +27,14 @@ from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 from controller.cli.output import format_table
 from controller.errors import MlfabricError
 from controller.experiments.comparisons import Side, judge_ratio
+from controller.experiments.core import (
+    INTERRUPTED_EXIT,
+    exit_status,
+    refuse,
+    results_folder,
+    run_units,
+    write_outcome,
+)
 from controller.experiments.cpu_use import (
     breakdown_row,
     breakdown_summary,
@@ -37,14 +45,10 @@ from controller.experiments.cpu_use import (
 )
 from controller.experiments.fidelity import (
     Verdict,
-    all_decided,
     breaches,
-    fidelity_lines,
     undecided_note,
-    verdicts_json,
 )
 from controller.experiments.options import (
-    UNDECIDED_EXIT,
     add_common_options,
     add_data_path_options,
     experiment_parser,
@@ -62,10 +66,7 @@ from controller.experiments.rail_only import (
 from controller.experiments.regime import Emulated, RealFabric, regime_json, regime_lines
 from controller.experiments.results import (
     config_json,
-    new_results_dir,
     plot_collectives,
-    run_each_fabric,
-    write_csv,
     write_json,
 )
 from controller.experiments.tcp_stats import TcpStats, parse_proc_net
@@ -199,8 +200,10 @@ def _regime(cfg: ExperimentConfig, infos: dict) -> Emulated | None:
                     min_rto_ms=cfg.tcp_rto_min_ms or 200.0, super_frames=cfg.super_frames, compute_ms=1000 * cfg.compute_s)
 
 
-def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict], infos: dict,
-            out: Path) -> tuple[str, list[Verdict]]:
+def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
+            infos: dict) -> tuple[str, dict, list[Verdict]]:
+    """The table (the verdicts' lines follow it: core.write_outcome), summary.json's data and
+    the verdicts."""
     params = load_cost_params()
     bills = {f: emulated_bill(topos[f], params.costs) for f in topos}
     base = bills["fat-tree"]
@@ -253,16 +256,11 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
     regime = _regime(cfg, infos)
     if regime is not None:
         lines += regime_lines(RealFabric(), regime)
-    lines += fidelity_lines(list(verdicts.values()))
     ratios = {**ratios, **{f"{k}_spread": v for k, v in spreads.items()}}
-    text = "\n".join(lines)
-    (out / "table.txt").write_text(text + "\n")
-    write_json(out / "summary.json", {"config": config_json(cfg), "fabrics": bills, "collectives": summary,
-                                      "ratios": ratios, "model_s": model, "runs": infos, "cpu": cpu,
-                                      "cpu_breakdown_cores": breakdown,
-                                      "regime": regime_json(RealFabric(), regime) if regime is not None else None,
-                                      "fidelity": verdicts_json(list(verdicts.values()))})
-    return text, list(verdicts.values())
+    data = {"config": config_json(cfg), "fabrics": bills, "collectives": summary, "ratios": ratios, "model_s": model,
+            "runs": infos, "cpu": cpu, "cpu_breakdown_cores": breakdown,
+            "regime": regime_json(RealFabric(), regime) if regime is not None else None}
+    return "\n".join(lines), data, list(verdicts.values())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -328,41 +326,26 @@ def main(argv: list[str]) -> int:
         for topo in topos.values():  # before the results folder: a refused run leaves nothing
             check_free(topo)
     except MlfabricError as exc:
-        print(f"mlfabric: error: {exc}", file=sys.stderr)
-        return 2
-    out = a.out or new_results_dir("rail-only")
-    out.mkdir(parents=True, exist_ok=True)
-    _say(f"results folder: {out}")
+        return refuse(exc)
+    out = results_folder("rail-only", a.out, _say)
     rows: list[dict] = []
-    infos, interrupted = run_each_fabric(FABRICS, lambda fabric, work: run_fabric(fabric, topos[fabric], cfg, work, rows),
-                                         out, rows, _say)
-    if interrupted is not None:
-        if not rows or set(topos) - set(infos):
-            if rows:
-                write_csv(out / "iterations.csv", rows)
-            write_json(out / "summary.json", {"config": config_json(cfg), "interrupted": interrupted, "runs": infos})
-            _say(f"wrote what finished to {out} (marked interrupted)")
-            return 130
-        infos["interrupted"] = interrupted
-    text, verdicts = _report(cfg, topos, rows, infos, out)
+    infos, interrupted = run_units(FABRICS, lambda fabric, work: run_fabric(fabric, topos[fabric], cfg, work, rows),
+                                   out, rows, _say)
+    if interrupted is not None and set(topos) - set(infos):  # a fabric never ran: nothing to compare
+        write_json(out / "summary.json", {"config": config_json(cfg), "interrupted": interrupted, "runs": infos})
+        _say(f"wrote what finished to {out} (marked interrupted)")
+        return INTERRUPTED_EXIT
+    text, data, verdicts = _report(cfg, topos, rows, infos)
+    write_outcome(out, text, data, verdicts, interrupted=interrupted)
     killed = {f: (cfg.iterations - 1, f"{infos[f]['failed_switch']} killed") for f in topos
               if isinstance(infos.get(f), dict) and infos[f].get("failed_switch")}
     plot_collectives(rows, out / "collectives.png", events=killed,
                      title=f"rail-only vs fat-tree, {cfg.gpus} GPUs ({cfg.servers}x{cfg.rails}), {cfg.rate_mbps} Mbit/s"
                            + undecided_note(verdicts))
-    print()
-    print(text)
-    print()
     _say(f"wrote {out}/iterations.csv, summary.json, table.txt, collectives.png")
-    if interrupted is not None:
-        return 130
-    failed = [r for r in rows if not r["ok"]]
-    if failed and cfg.fail_rail is None:
-        return 1
-    if a.require_decided and not all_decided(verdicts):
-        _say("undecided: a fidelity monitor failed (--require-decided)")
-        return UNDECIDED_EXIT
-    return 0
+    # with --fail-rail the last iteration fails on purpose
+    return exit_status(interrupted=interrupted, failed=cfg.fail_rail is None and not all(r["ok"] for r in rows),
+                       verdicts=verdicts, require_decided=a.require_decided, say=_say)
 
 
 if __name__ == "__main__":

@@ -26,15 +26,17 @@ from mlfabric_emulation.fabric_net import EmulatedFabric, check_free
 from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 
 from controller.errors import ConfigError, MlfabricError
+from controller.experiments.core import (
+    exit_status,
+    refuse,
+    results_folder,
+    run_units,
+    write_outcome,
+)
 from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
-from controller.experiments.fidelity import all_decided, fidelity_lines, verdicts_json
-from controller.experiments.options import UNDECIDED_EXIT, add_common_options, experiment_parser
+from controller.experiments.options import add_common_options, experiment_parser
 from controller.experiments.results import (
     config_json,
-    interrupt_on_signals,
-    new_results_dir,
-    stopped_by,
-    write_run,
 )
 from controller.experiments.tdtcp import (
     TRANSPORTS,
@@ -200,18 +202,10 @@ def run_repetition(cfg: TdtcpConfig, rep: int, log_dir: Path) -> list[dict[str, 
 def main(argv: list[str]) -> int:
     try:
         cfg, out_arg, require_decided = parse_config(argv)
+        check_free(fabric(cfg))  # before the results folder: a run refused for a busy machine leaves nothing
     except (MlfabricError, ConfigError) as exc:
-        print(f"mlfabric: error: {exc}", file=sys.stderr)
-        return 2
-    try:  # before the results folder: a run refused for a busy machine leaves nothing
-        for topo_ in [fabric(cfg)]:
-            check_free(topo_)
-    except MlfabricError as exc:
-        print(f"mlfabric: error: {exc}", file=sys.stderr)
-        return 2
-    out = out_arg or new_results_dir("tdtcp")
-    out.mkdir(parents=True, exist_ok=True)
-    _say(f"results folder: {out}")
+        return refuse(exc)
+    out = results_folder("tdtcp", out_arg, _say)
     _say(f"{cfg.target} target: TDN 0 {cfg.fast.rate_mbps:g} Mb/s + {cfg.fast.delay_us} us, TDN 1 "
          f"{cfg.slow.rate_mbps:g} Mb/s + {cfg.slow.delay_us} us, {cfg.day_ms:g} ms each, {cfg.gap_ms:g} ms gaps; "
          f"{', '.join(cfg.transports)} x {cfg.repetitions}")
@@ -219,28 +213,26 @@ def main(argv: list[str]) -> int:
         _say("BMv2: no per-port delay and no calendar queues here; only the TDNs' rates differ, and what waits "
              "for a circuit is dropped")
     runs: list[dict[str, Any]] = []
-    interrupted = None
     t_start = time.monotonic()
-    try:
-        with interrupt_on_signals():
-            for rep in range(cfg.repetitions):
-                runs += run_repetition(cfg, rep, out / "logs" / f"rep{rep + 1}")
-    except KeyboardInterrupt as exc:
-        interrupted = f"stopped by {stopped_by(exc)} after {len(runs)} transfers; the emulation was torn down"
-        _say(interrupted)
+
+    def repetition(unit: str, work: Path) -> None:
+        rep = int(unit)
+        runs.extend(run_repetition(cfg, rep, out / "logs" / f"rep{rep + 1}"))
+
+    _, interrupted = run_units([str(rep) for rep in range(cfg.repetitions)], repetition, out, [], _say)
     text, summary, figure = report(cfg, runs, out)
     cpu = cpu_summary(runs)
     judged = verdicts(cfg, runs)
-    text += f"\nswitch CPU: {cpu_verdict(cpu)}\n" + "\n".join(fidelity_lines(judged))
-    write_run(out, text, {"config": config_json(cfg), "summary": summary, "runs": runs, "interrupted": interrupted,
-                          "cpu": cpu, "notification_latency_us": notification_latencies(runs),
-                          "fidelity": verdicts_json(judged)},
-              [{k: v for k, v in r.items() if k in ("rep", "transport", "goodput_mbps", "complete", "switch_cpu",
-                                                    "busiest_switch", "switches_cores", "machine_cpu")} for r in runs])
+    text += f"\nswitch CPU: {cpu_verdict(cpu)}"
+    write_outcome(out, text, {"config": config_json(cfg), "summary": summary, "runs": runs, "cpu": cpu,
+                              "notification_latency_us": notification_latencies(runs)}, judged,
+                  summary_name="results.json", interrupted=interrupted,
+                  rows=[{k: v for k, v in r.items() if k in ("rep", "transport", "goodput_mbps", "complete", "switch_cpu",
+                                                             "busiest_switch", "switches_cores", "machine_cpu")}
+                        for r in runs])
     _say(f"wrote {out}/results.json, runs.csv, table.txt, {figure.name} ({time.monotonic() - t_start:.0f} s)")
-    if interrupted:
-        return 130
-    return UNDECIDED_EXIT if require_decided and not all_decided(judged) else 0
+    return exit_status(interrupted=interrupted, failed=not all(r.get("complete") for r in runs), verdicts=judged,
+                       require_decided=require_decided, say=_say)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ import json
 import math
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -24,15 +23,17 @@ from mlfabric_emulation.fabric_net import EmulatedFabric, check_free
 from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 
 from controller.errors import ConfigError, MlfabricError
+from controller.experiments.core import (
+    exit_status,
+    refuse,
+    results_folder,
+    run_units,
+    write_outcome,
+)
 from controller.experiments.cpu_use import cpu_row
-from controller.experiments.fidelity import all_decided
-from controller.experiments.options import UNDECIDED_EXIT, add_common_options, experiment_parser
+from controller.experiments.options import add_common_options, experiment_parser
 from controller.experiments.results import (
     config_json,
-    interrupt_on_signals,
-    new_results_dir,
-    stopped_by,
-    write_run,
 )
 from controller.experiments.topoopt import (
     DEFAULT_JOBS,
@@ -198,34 +199,29 @@ def main(argv: list[str]) -> int:
             for v in p.variants:
                 check_free(v.topology)
     except MlfabricError as exc:
-        print(f"mlfabric: error: {exc}", file=sys.stderr)
-        return 2
-    out = out_arg or new_results_dir("topoopt")
-    out.mkdir(parents=True, exist_ok=True)
-    _say(f"results folder: {out}")
+        return refuse(exc)
+    out = results_folder("topoopt", out_arg, _say)
     for p in planned:
         best = min(p.rounds, key=lambda r: r.timing.total_ms)
         _say(f"{p.job.name} d={p.degree}: {len(p.rounds)} alternation steps; kept round {best.round}: "
              f"{', '.join(best.wiring.labels)}; {best.strategy.describe()}")
     rows: list[dict[str, Any]] = []
-    interrupted = None
     t0 = time.monotonic()
-    runs = [(p, v) for p in planned for v in p.variants if not same_fabric(p, v)]
-    try:
-        with interrupt_on_signals(), tempfile.TemporaryDirectory(prefix="mlfabric-topoopt-") as tmp:
-            for k, (p, v) in enumerate(runs):
-                _say(f"fabric {k + 1} of {len(runs)}: {v.topology.name} ({time.monotonic() - t0:.0f} s so far)")
-                rows += run_fabric(cfg, p, v, Path(tmp))
-    except KeyboardInterrupt as exc:
-        interrupted = f"stopped by {stopped_by(exc)} after {len(rows)} runs; the emulation was torn down"
-        _say(interrupted)
+    runs = {v.topology.name: (p, v) for p in planned for v in p.variants if not same_fabric(p, v)}
+
+    def one_fabric(name: str, work: Path) -> None:
+        p, v = runs[name]
+        _say(f"fabric {list(runs).index(name) + 1} of {len(runs)}: {name} ({time.monotonic() - t0:.0f} s so far)")
+        rows.extend(run_fabric(cfg, p, v, work))
+
+    _, interrupted = run_units(list(runs), one_fabric, out, rows, _say, csv_name="runs.csv")
     text, data, judged, figures = report(cfg, planned, rows, out)
-    write_run(out, text, {"config": config_json(cfg), **data, "runs": rows, "interrupted": interrupted}, rows)
+    write_outcome(out, text, {"config": config_json(cfg), **data, "runs": rows}, judged, summary_name="results.json",
+                  rows=rows, interrupted=interrupted)
     _say(f"wrote {out}/results.json, runs.csv, table.txt, {', '.join(f.name for f in figures)} "
          f"({time.monotonic() - t0:.0f} s)")
-    if interrupted:
-        return 130
-    return UNDECIDED_EXIT if require_decided and not all_decided(judged) else 0
+    return exit_status(interrupted=interrupted, failed=not all(r.get("ok", True) for r in rows), verdicts=judged,
+                       require_decided=require_decided, say=_say)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from controller.experiments.aggregation import (
     summarize,
     verdicts,
 )
-from controller.experiments.fidelity import Verdict, fidelity_lines, undecided_note, verdicts_json
+from controller.experiments.fidelity import Verdict, undecided_note
 from controller.experiments.rail_only import ExperimentConfig
 
 __all__ = ["nic_bytes_model", "plot_aggregation", "report"]
@@ -79,8 +79,7 @@ def report(cfg: ExperimentConfig, settings: AggregationSettings, rows: Sequence[
         if sh:
             lines.append(f"Checkmate shadow, {fabric}: rebuilt {sh['identical']} of {sh['calls']} in-network all-reduces "
                          "bit for bit from one copy of each sum" + (f" ({sh['error']})" if sh.get("error") else ""))
-    lines += fidelity_lines(judged)
-    data = {"allreduces": summary, "spreads": spreads, "runs": dict(infos), "fidelity": verdicts_json(judged)}
+    data = {"allreduces": summary, "spreads": spreads, "runs": dict(infos)}  # core.write_outcome adds the verdicts
     return "\n".join(lines), judged, data
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from controller.cli.output import format_table
 from controller.experiments.collectives import COLLECTIVES, CollectivesConfig, summarize, verdicts
 from controller.experiments.cpu_use import cpu_summary, cpu_verdict
-from controller.experiments.fidelity import Verdict, fidelity_lines, verdicts_json
+from controller.experiments.fidelity import Verdict
 from controller.experiments.results import FABRIC_COLOURS
 
 __all__ = ["plot_sizes", "report", "size_text"]
@@ -52,10 +52,9 @@ def report(rows: Sequence[Mapping[str, Any]], cfg: CollectivesConfig) -> tuple[s
              f"repetitions; Open MPI's waiting ranks sleep up to {cfg.idle_us} us between polls"
              + (f"; MCA {', '.join(f'{k}={v}' for k, v in cfg.mca)}" if cfg.mca else ""),
              "", format_table(table), "", "ratios (mean [95% CI] over repetitions):", *ratio_lines, "",
-             f"CPU: {cpu_verdict(cpu)}", *fidelity_lines([v for v, _ in judged.values()])]
+             f"CPU: {cpu_verdict(cpu)}"]  # the verdicts' lines follow (core.write_outcome)
     data = {"summary": summary, "cpu": cpu,
-            "ratios": {name: {**spread, "verdict": v.text()} for name, (v, spread) in judged.items()},
-            "fidelity": verdicts_json([v for v, _ in judged.values()])}
+            "ratios": {name: {**spread, "verdict": v.text()} for name, (v, spread) in judged.items()}}
     return "\n".join(lines), [v for v, _ in judged.values()], data
 
 

@@ -8,9 +8,8 @@ import dataclasses
 import json
 import os
 import signal
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +21,9 @@ __all__ = [
     "new_results_dir",
     "plot_collectives",
     "results_root",
-    "run_each_fabric",
     "stopped_by",
     "write_csv",
     "write_json",
-    "write_run",
 ]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,27 +56,6 @@ def stopped_by(exc: BaseException) -> str:
     return str(exc) or "SIGINT"
 
 
-def run_each_fabric(fabrics: Sequence[str], run: Callable[[str, Path], Any], out: Path,
-                    rows: Sequence[Mapping[str, Any]], say: Callable[[str], None]) -> tuple[dict[str, Any], str | None]:
-    """Runs ``run(fabric, workdir)`` for each fabric in turn, in one temporary working folder
-    (with ``logs/`` in it), writing the rows so far to ``out/iterations.csv`` after each. SIGINT,
-    SIGTERM or SIGHUP stop it, every ``with`` block of the run tearing its emulation down.
-    Returns each finished fabric's info and, if a signal stopped it, what it says about that."""
-    infos: dict[str, Any] = {}
-    try:
-        with interrupt_on_signals(), tempfile.TemporaryDirectory(prefix="mlfabric-") as tmp:
-            work = Path(tmp)
-            (work / "logs").mkdir()
-            for fabric in fabrics:
-                infos[fabric] = run(fabric, work)
-                write_csv(out / "iterations.csv", rows)
-    except KeyboardInterrupt as exc:
-        interrupted = f"stopped by {stopped_by(exc)} after {len(rows)} rows; the emulation was torn down"
-        say(interrupted)
-        return infos, interrupted
-    return infos, None
-
-
 def results_root() -> Path:
     """Where runs write their folders: ``$MLFABRIC_RESULTS_DIR``, else ``results/`` in the repository."""
     env = os.environ.get("MLFABRIC_RESULTS_DIR")
@@ -106,17 +82,6 @@ def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
         for r in rows:
             w.writerow({k: (json.dumps(v) if isinstance(v, dict | list) else v) for k, v in r.items()})
     return path
-
-
-def write_run(out: Path, text: str, data: Any, rows: Sequence[Mapping[str, Any]]) -> None:
-    """An experiment's folder: ``results.json`` (``data``), ``runs.csv`` (``rows``) and
-    ``table.txt`` (``text``, also printed)."""
-    write_json(out / "results.json", data)
-    write_csv(out / "runs.csv", rows)
-    (out / "table.txt").write_text(text + "\n")
-    print()
-    print(text)
-    print()
 
 
 def config_json(config: Any) -> dict[str, Any]:

@@ -14,11 +14,9 @@ from controller.experiments.comparisons import Side, judge_ratio
 from controller.experiments.cpu_use import cpu_summary, cpu_verdict
 from controller.experiments.fidelity import (
     Verdict,
-    fidelity_lines,
     judge,
     runs_of,
     undecided_note,
-    verdicts_json,
 )
 from controller.experiments.topoopt import (
     FABRICS,
@@ -146,8 +144,7 @@ def _table(cfg: TopoOptConfig, planned: Sequence[Planned], summary: list[dict[st
         on = f" ({', '.join(engines)})" if engines else ""
         if mine:
             lines.append(f"switch CPU, {fabric}{on}: {cpu_verdict(cpu_summary(mine))}")
-    lines += fidelity_lines(judged)
-    return "\n".join(lines)
+    return "\n".join(lines)  # the verdicts' lines follow (controller.experiments.core.write_outcome)
 
 
 def _plot(planned: Sequence[Planned], summary: list[dict[str, Any]], path: Path, note: str) -> Path:
@@ -188,5 +185,5 @@ def report(cfg: TopoOptConfig, planned: Sequence[Planned], rows: Sequence[dict[s
     rounds = [{"job": p.job.name, "degree": p.degree, "round": r.round, "step": r.step, "model_s": r.timing.total_ms / 1000,
                "circuits": list(r.wiring.labels), "strategy": job_to_dict(p.job, r.strategy)["strategy"],
                "evaluated": r.evaluated} for p in planned for r in p.rounds]
-    data = {"summary": summary, "rounds": rounds, "fidelity": verdicts_json(judged)}
+    data = {"summary": summary, "rounds": rounds}
     return _table(cfg, planned, summary, rows, judged), data, judged, figures

@@ -98,7 +98,7 @@ def test_report_names_every_series_and_its_model(tmp_path: Path) -> None:
     text, judged, data = report(rows, cfg)
     assert "rabenseifner (default)" in text and "1 MiB" in text and "-37%" in text  # 0.2 s against 0.317
     assert len(judged) == 4  # two collectives' defaults and forced algorithms
-    assert len(data["fidelity"]["verdicts"]) == 4 and len(data["summary"]) == 2
+    assert len(data["ratios"]) == 4 and len(data["summary"]) == 2
     # ratios 1.00, 1.05, 1.10: too spread to call; no forced run in these rows: too few runs, not a finding
     assert judged[0].outcome == TOO_SPREAD and judged[2].outcome == TOO_FEW_RUNS and not judged[2].finding
     (s,) = [s for s in summarize(rows, cfg) if s["fabric"] == "fat-tree"]
