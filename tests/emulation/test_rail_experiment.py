@@ -110,3 +110,38 @@ def test_sigterm_tears_down_and_keeps_the_rows_that_finished(tmp_path: Path) -> 
     assert len(rows) >= 2, "the collectives that finished are kept"
     assert "interrupted" in (out / "summary.json").read_text()
     assert not list(state_dir().glob(f"*-{proc.pid}-*.json")), "records left behind"
+
+
+def test_runs_broken_on_purpose_are_too_few_runs_and_exit_3(tmp_path: Path, target_name: str, capsys) -> None:
+    """--fail-rail kills a rail switch before the last of 2 iterations: each collective has one
+    successful run per fabric, too few for an interval; no finding, exit 3 with
+    --require-decided, whatever the machine's CPU did."""
+    experiment = load_emulation_module("rail_experiment")
+    out = tmp_path / "run"
+    code = experiment.main(["--gpus", "4", "--rails", "2", "--iterations", "2", "--warmup", "1", "--allreduce-kb", "64",
+                            "--alltoall-kb", "64", "--rate-mbps", "10", "--fail-rail", "1", "--worker-timeout", "3",
+                            "--target", target_name, "--out", str(out), "--require-decided"])
+    assert code == 3, capsys.readouterr().out[-2000:]
+    fidelity = json.loads((out / "summary.json").read_text())["fidelity"]
+    assert {v["outcome"] for v in fidelity["verdicts"]} == {"too few runs"}
+    for v in fidelity["verdicts"]:
+        assert v["finding"] is None and not v["decided"]
+        assert any(r["ok"] == 1 and r["total"] == 2 for r in v["runs"])
+    assert "undecided: too few runs" in (out / "table.txt").read_text()
+
+
+def test_a_run_sized_to_be_decided_reaches_its_finding(tmp_path: Path, target_name: str, capsys) -> None:
+    """The same ring all-reduce on both fabrics, bandwidth-bound at 10 Mbit/s, 5 iterations:
+    enough runs, an interval narrow enough to say even. Whether the machine held is the
+    machine's (another job's load makes it undecided, as it should): the figures reach the
+    finding either way, and nothing but the emulation's monitors can stand in its way."""
+    experiment = load_emulation_module("rail_experiment")
+    out = tmp_path / "run"
+    code = experiment.main(["--gpus", "4", "--rails", "2", "--iterations", "5", "--warmup", "1", "--allreduce-kb", "256",
+                            "--alltoall-kb", "64", "--rate-mbps", "10", "--target", target_name, "--out", str(out)])
+    assert code == 0, capsys.readouterr().out[-2000:]
+    (allreduce,) = [v for v in json.loads((out / "summary.json").read_text())["fidelity"]["verdicts"]
+                    if v["comparison"] == "allreduce"]
+    assert allreduce["figures_say"] == "rail-only is even", allreduce
+    assert set(allreduce["outcomes"]) <= {"decided", "the emulation ran out of room"}, allreduce
+    assert allreduce["decided"] == (allreduce["outcomes"] == ["decided"])
