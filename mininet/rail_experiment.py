@@ -264,22 +264,23 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
 
 
 def build_parser() -> argparse.ArgumentParser:
+    d = ExperimentConfig()
     p = experiment_parser("rail-only", __doc__)
-    p.add_argument("--gpus", type=int, default=16, help="GPUs in all (servers x rails)")
-    p.add_argument("--rails", type=int, default=4, help="GPUs per server = rails")
+    p.add_argument("--gpus", type=int, default=d.gpus, help="GPUs in all (servers x rails)")
+    p.add_argument("--rails", type=int, default=d.rails, help="GPUs per server = rails")
     p.add_argument("--topology", type=Path, help="a rail-only topology file to use instead of generating one")
-    p.add_argument("--rate-mbps", type=positive_float, default=16.0,
+    p.add_argument("--rate-mbps", type=positive_float, default=d.rate_mbps,
                    help="NIC link rate (each collective's line reports the switches' and the machine's CPU use; "
-                        "the default is what a 2-core machine carries under its 60%% fidelity limit)")
-    p.add_argument("--nvlink-factor", type=positive_float, default=8.0,
+                        "the default keeps a 2-core machine under its 60%% fidelity limit)")
+    p.add_argument("--nvlink-factor", type=positive_float, default=d.nvlink_factor,
                    help="in-server (NVLink) bandwidth as a multiple of the NIC rate")
-    p.add_argument("--iterations", type=int, default=8, help="repetitions of each collective (>= 2 for a spread)")
-    p.add_argument("--warmup", type=int, default=3,
+    p.add_argument("--iterations", type=int, default=d.iterations, help="repetitions of each collective (>= 2 for a spread)")
+    p.add_argument("--warmup", type=int, default=d.warmup,
                    help="unrecorded rounds of every collective before the first iteration (with one, the "
                         "hierarchical all-to-all still sped up by 12%% over the first 6 iterations)")
-    p.add_argument("--allreduce-kb", type=int, default=2048, help="all-reduce size per GPU, KiB")
-    p.add_argument("--alltoall-kb", type=int, default=2048, help="all-to-all size per GPU, KiB")
-    p.add_argument("--compute-ms", type=nonnegative_float, default=50.0,
+    p.add_argument("--allreduce-kb", type=int, default=d.allreduce_bytes // 1024, help="all-reduce size per GPU, KiB")
+    p.add_argument("--alltoall-kb", type=int, default=d.alltoall_bytes // 1024, help="all-to-all size per GPU, KiB")
+    p.add_argument("--compute-ms", type=nonnegative_float, default=1000 * d.compute_s,
                    help="compute time per iteration in the iteration-time estimate")
     p.add_argument("--spines", type=int, default=2, help="spine switches of the fat-tree baseline")
     p.add_argument("--fat-tree-routing", choices=UPLINK_ROUTINGS, default="ecmp",
@@ -303,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="every link's MTU, bytes (jumbo by default: ML fabrics run 9,000-byte frames, and the "
                         "emulation's cost is per frame)")
     add_common_options(p, "rail-only")
-    add_data_path_options(p)
+    add_data_path_options(p, super_frames=d.super_frames)
     p.add_argument("--fail-rail", type=int, default=None, help="kill this rail's switch before the last iteration")
     p.add_argument("--worker-timeout", type=positive_float, default=15.0,
                    help="seconds without progress before a collective fails (a dead peer or path)")

@@ -15,6 +15,7 @@ is the size actually used.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -46,7 +47,8 @@ Timings = dict[str, float]
 
 
 def allreduce_input(rank: int, n: int) -> np.ndarray:
-    """The all-reduce input of ``rank``: ``(arange(n) % 251) * (rank + 1)``.
+    """The all-reduce input of ``rank``: ``(arange(n) % 251) * (rank + 1)`` (a new array: the
+    all-reduce works in place).
 
     >>> allreduce_input(1, 4)
     array([0., 2., 4., 6.], dtype=float32)
@@ -54,9 +56,20 @@ def allreduce_input(rank: int, n: int) -> np.ndarray:
     return _pattern(n) * np.float32(rank + 1)
 
 
+@functools.lru_cache(maxsize=8)
 def _pattern(n: int) -> np.ndarray:
-    """``arange(n) % 251`` as float32, built by tiling (much faster than ``%`` on big arrays)."""
-    return np.tile(np.arange(251, dtype=np.float32), -(-n // 251))[:n]
+    """``arange(n) % 251`` as float32, built by tiling (much faster than ``%`` on big arrays);
+    made once per size (read-only): every command of a run uses the same few sizes."""
+    out = np.tile(np.arange(251, dtype=np.float32), -(-n // 251))[:n]
+    out.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _allreduce_expected(n: int, factor: int) -> np.ndarray:
+    out = _pattern(n) * np.float32(factor)
+    out.flags.writeable = False
+    return out
 
 
 def check_allreduce(out: np.ndarray, ranks: tuple[int, ...], what: str) -> None:
@@ -69,7 +82,9 @@ def check_allreduce(out: np.ndarray, ranks: tuple[int, ...], what: str) -> None:
     workloads.errors.VerificationError: test: wrong result at element 1 of 300: got 1.0, expected 3.0
     """
     factor = sum(k + 1 for k in ranks)
-    expected = _pattern(len(out)) * np.float32(factor)
+    expected = _allreduce_expected(len(out), factor)
+    if 250 * factor < 2**24 and np.array_equal(out, expected):
+        return
     good = out == expected if 250 * factor < 2**24 else np.isclose(out, expected, rtol=1e-6, atol=0)
     if not good.all():
         i = int(np.argmin(good))
@@ -77,13 +92,26 @@ def check_allreduce(out: np.ndarray, ranks: tuple[int, ...], what: str) -> None:
                                 f"got {float(out[i])}, expected {float(expected[i])}")
 
 
+@functools.lru_cache(maxsize=8)
 def alltoall_input(rank: int, world: int, m: int) -> np.ndarray:
-    """Row ``j`` (for rank ``j``) filled with ``rank * 1000 + j``."""
-    return np.repeat((rank * 1000 + np.arange(world, dtype=np.float32))[:, None], m, axis=1)
+    """Row ``j`` (for rank ``j``) filled with ``rank * 1000 + j`` (made once per shape and
+    read-only: an all-to-all only sends it)."""
+    out = np.repeat((rank * 1000 + np.arange(world, dtype=np.float32))[:, None], m, axis=1)
+    out.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _alltoall_expected(world: int, m: int, rank: int) -> np.ndarray:
+    out = np.repeat((np.arange(world, dtype=np.float32) * 1000 + rank)[:, None], m, axis=1)
+    out.flags.writeable = False
+    return out
 
 
 def check_alltoall(out: np.ndarray, rank: int, what: str) -> None:
     """Raise VerificationError unless row ``i`` of ``out`` is all ``i * 1000 + rank``."""
+    if out.ndim == 2 and np.array_equal(out, _alltoall_expected(out.shape[0], out.shape[1], rank)):
+        return
     expected = (np.arange(out.shape[0], dtype=np.float32) * 1000 + rank)[:, None]
     bad = np.argwhere(out != expected)
     if len(bad):
