@@ -22,7 +22,7 @@ from pathlib import Path
 
 from mlfabric_emulation.cpu_sampler import CpuSampler, fabric_cpu_sampler
 from mlfabric_emulation.fabric_net import EmulatedFabric, check_free
-from mlfabric_emulation.fabric_workers import prepare_hosts, workers
+from mlfabric_emulation.fabric_workers import path_probe, prepare_hosts, workers
 from mlfabric_emulation.port_meter import PortCounterMeter, mean_and_max
 from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 
@@ -51,7 +51,7 @@ from controller.experiments.options import (
     add_data_path_options,
     experiment_parser,
 )
-from controller.experiments.rail_only import ExperimentConfig, fabrics_for
+from controller.experiments.rail_only import ExperimentConfig, fabrics_for, regime_of
 from controller.experiments.results import (
     config_json,
     write_csv,
@@ -155,6 +155,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, settings: Agg
         _say(f"{fabric}: up in {fab.timings.bring_up_s:.1f} s; aggregation job {settings.job} on "
              + ", ".join(f"{s.switch} ({len(s.worker_rules)} workers)" for s in program.switches))
         prepare_hosts(fab, worker_topo, cfg)
+        info["path"] = path_probe(fab, worker_topo)
         names = [s.name for s in topo.switches]
         info["engines"] = fabric_engines(cfg.target, fab.log_dir, names)
         _say(f"{fabric}: switches run the {engines_text(info['engines'])}")
@@ -258,7 +259,7 @@ def main(argv: list[str]) -> int:
     write_csv(out / "iterations.csv", rows)
     text, verdicts, data = report(cfg, settings, rows, infos)
     write_outcome(out, text, {"config": config_json(cfg), "settings": config_json(settings), **data}, verdicts,
-                  interrupted=interrupted)
+                  interrupted=interrupted, regime=regime_of(cfg, infos))
     plot_aggregation(rows, out / "aggregation.png", judged=verdicts,
                      title=f"in-network aggregation vs ring, {cfg.gpus} GPUs ({cfg.servers}x{cfg.rails}), "
                            f"{cfg.rate_mbps:g} Mbit/s")

@@ -38,6 +38,7 @@ from mlfabric_emulation.checkmate_report import write_report
 from mlfabric_emulation.checkmate_restarts import recovery, resume_from_baselines
 from mlfabric_emulation.cpu_sampler import CpuSampler, fabric_cpu_sampler
 from mlfabric_emulation.fabric_net import EmulatedFabric, check_free
+from mlfabric_emulation.fabric_workers import path_probe
 from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 
 from controller.errors import MlfabricError
@@ -75,6 +76,7 @@ from controller.experiments.core import (
 )
 from controller.experiments.cpu_use import cpu_row
 from controller.experiments.options import add_common_options, experiment_parser
+from controller.experiments.regime import from_probe
 from controller.experiments.results import (
     write_csv,
 )
@@ -311,7 +313,9 @@ def main(argv: list[str]) -> int:
         return INTERRUPTED_EXIT
     text, summary, judged = write_report(cfg, run.rows, run.tuning_rows, run.events, run.loss_events, run.tuned,
                                          run.recovery, run.info, out)
-    write_outcome(out, text, summary, judged, interrupted=interrupted)
+    write_outcome(out, text, summary, judged, interrupted=interrupted,
+                  regime=from_probe(run.info.get("path"), nic_mbps=cfg.rate_mbps, mtu=fabric(cfg).mtu,
+                                    compute_ms=cfg.compute_ms))
     _say(f"wrote {out}/iterations.csv, replication.csv, summary.json, table.txt, checkmate.png"
          + (", tuning.csv, frequency.png" if run.tuned else ""))
     return exit_status(interrupted=interrupted, failed=not all(r["ok"] for r in run.rows + run.tuning_rows),
@@ -338,6 +342,7 @@ def _experiment(cfg: CheckmateConfig, topo: Any, out: Path, run: _Run) -> None:
             tempfile.TemporaryDirectory(prefix="mlfabric-gemini-", dir=_memory_dir()) as peer_memory:
         work = Path(tmp)
         with EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, log_dir=work / "logs") as fab:
+            info["path"] = path_probe(fab, topo)
             program = job_program(cfg, fab.live)
             switches = install_mirror(program)
             _say(f"fabric up in {fab.timings.bring_up_s:.1f} s ({cfg.target} target); mirror entries on "

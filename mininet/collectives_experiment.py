@@ -25,7 +25,7 @@ from pathlib import Path
 
 from mlfabric_emulation.cpu_sampler import CpuSampler, fabric_cpu_sampler
 from mlfabric_emulation.fabric_net import EmulatedFabric, check_free
-from mlfabric_emulation.fabric_workers import prepare_hosts, workers
+from mlfabric_emulation.fabric_workers import path_probe, prepare_hosts, workers
 from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 
 from controller.errors import EmulationError, MlfabricError
@@ -54,7 +54,7 @@ from controller.experiments.options import (
     add_data_path_options,
     experiment_parser,
 )
-from controller.experiments.rail_only import FABRICS, fabrics_for
+from controller.experiments.rail_only import FABRICS, fabrics_for, regime_of
 from controller.experiments.results import (
     config_json,
     write_csv,
@@ -210,6 +210,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: CollectivesConfig, workdir: Pat
                         log_dir=workdir / "logs" / fabric, publish=False) as fab:
         info["bring_up_s"] = round(fab.timings.bring_up_s, 2)
         prepare_hosts(fab, topo, cfg.fabric_config())
+        info["path"] = path_probe(fab, topo)
         names = [s.name for s in topo.switches]
         info["engines"] = fabric_engines(cfg.target, fab.log_dir, names)
         _say(f"{fabric}: up in {fab.timings.bring_up_s:.1f} s; switches run the {engines_text(info['engines'])}")
@@ -280,7 +281,8 @@ def main(argv: list[str]) -> int:
         _say(f"wrote what finished to {out} (marked interrupted)")
         return INTERRUPTED_EXIT
     text, verdicts, data = report(rows, cfg)
-    write_outcome(out, text, {"config": config_json(cfg), "runs": infos, **data}, verdicts, interrupted=interrupted)
+    write_outcome(out, text, {"config": config_json(cfg), "runs": infos, **data}, verdicts, interrupted=interrupted,
+                  regime=regime_of(cfg.fabric_config(), infos))
     plot_sizes(rows, cfg, out / "collectives.png",
                title=f"Open MPI and mlfabric collectives, {cfg.gpus} GPUs ({cfg.servers}x{cfg.rails}), "
                      f"{cfg.rate_mbps:g} Mbit/s" + undecided_note(verdicts))

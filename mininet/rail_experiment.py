@@ -61,9 +61,9 @@ from controller.experiments.rail_only import (
     emulated_bill,
     fabrics_for,
     model_times,
+    regime_of,
     summarize,
 )
-from controller.experiments.regime import Emulated, RealFabric, regime_json, regime_lines
 from controller.experiments.results import (
     config_json,
     plot_collectives,
@@ -187,19 +187,6 @@ def _verdicts(rows: list[dict]) -> tuple[dict[str, Verdict], dict[str, dict[str,
     return out, spreads
 
 
-def _regime(cfg: ExperimentConfig, infos: dict) -> Emulated | None:
-    """The emulation's side of the regime, from the fat-tree's probe of its longest path
-    (else rail-only's): the per-link latency, the shapers' queues, the hosts' RTO."""
-    probe = next((infos[f]["path"] for f in ("fat-tree", "rail-only")
-                  if isinstance(infos.get(f), dict) and infos[f].get("path")), None)
-    if probe is None:
-        return None
-    packet = cfg.mtu * max(1, cfg.super_frames)  # what one queued packet can be
-    return Emulated(nic_mbps=cfg.rate_mbps, mtu=cfg.mtu, hop_latency_us=1000 * probe["rtt_ms"] / (2 * probe["links"]),
-                    hops=int(probe["links"]), port_buffer_bytes=probe["queue_packets"] * packet,
-                    min_rto_ms=cfg.tcp_rto_min_ms or 200.0, super_frames=cfg.super_frames, compute_ms=1000 * cfg.compute_s)
-
-
 def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
             infos: dict) -> tuple[str, dict, list[Verdict]]:
     """The table (the verdicts' lines follow it: core.write_outcome), summary.json's data and
@@ -253,13 +240,9 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
             lines.append(f"where the machine's CPU went, {f} (median cores per collective): {breakdown_text(b)}")
         if (infos.get(f) or {}).get("tcp"):
             lines.append(f"the hosts' TCP, {f}: {TcpStats(**infos[f]['tcp']).text()}")
-    regime = _regime(cfg, infos)
-    if regime is not None:
-        lines += regime_lines(RealFabric(), regime)
     ratios = {**ratios, **{f"{k}_spread": v for k, v in spreads.items()}}
     data = {"config": config_json(cfg), "fabrics": bills, "collectives": summary, "ratios": ratios, "model_s": model,
-            "runs": infos, "cpu": cpu, "cpu_breakdown_cores": breakdown,
-            "regime": regime_json(RealFabric(), regime) if regime is not None else None}
+            "runs": infos, "cpu": cpu, "cpu_breakdown_cores": breakdown}
     return "\n".join(lines), data, list(verdicts.values())
 
 
@@ -337,7 +320,7 @@ def main(argv: list[str]) -> int:
         _say(f"wrote what finished to {out} (marked interrupted)")
         return INTERRUPTED_EXIT
     text, data, verdicts = _report(cfg, topos, rows, infos)
-    write_outcome(out, text, data, verdicts, interrupted=interrupted)
+    write_outcome(out, text, data, verdicts, interrupted=interrupted, regime=regime_of(cfg, infos))
     killed = {f: (cfg.iterations - 1, f"{infos[f]['failed_switch']} killed") for f in topos
               if isinstance(infos.get(f), dict) and infos[f].get("failed_switch")}
     plot_collectives(rows, out / "collectives.png", events=killed,

@@ -39,6 +39,7 @@ from controller.experiments.core import (
 from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
 from controller.experiments.fidelity import Verdict, undecided_note
 from controller.experiments.options import add_common_options, experiment_parser
+from controller.experiments.regime import from_probe
 from controller.experiments.rotor import (
     ROUTINGS,
     Point,
@@ -212,7 +213,8 @@ def _write(cfg: RotorConfig, out: Path, points: list[Point], runs: list[dict[str
     write_outcome(out, text, {"config": dataclasses.asdict(cfg), "cpu": cpu, "points": rows, "runs": runs,
                               "allreduce": allreduce, "allreduce_summary": summary,
                               "allreduce_expected": expected, "engines": engines or {}}, judged,
-                  summary_name="results.json", rows=_csv_rows(runs), interrupted=interrupted)
+                  summary_name="results.json", rows=_csv_rows(runs), interrupted=interrupted,
+                  regime=from_probe(None, nic_mbps=cfg.rate_mbps, mtu=ETHERNET_MTU, slot_ms=cfg.reference_slice_ms))
     if rows:
         plot_rotor(rows, out / "rotor.png", title=f"round-robin fabric, {cfg.racks} racks, {cfg.target} target"
                                                   + undecided_note(judged))

@@ -35,6 +35,7 @@ from controller.experiments.core import (
 )
 from controller.experiments.cpu_use import cpu_row, cpu_summary, cpu_verdict
 from controller.experiments.options import add_common_options, experiment_parser
+from controller.experiments.regime import from_probe
 from controller.experiments.results import (
     config_json,
 )
@@ -227,6 +228,7 @@ def main(argv: list[str]) -> int:
     write_outcome(out, text, {"config": config_json(cfg), "summary": summary, "runs": runs, "cpu": cpu,
                               "notification_latency_us": notification_latencies(runs)}, judged,
                   summary_name="results.json", interrupted=interrupted,
+                  regime=from_probe(None, nic_mbps=cfg.fast.rate_mbps, mtu=fabric(cfg).mtu, slot_ms=cfg.day_ms),
                   rows=[{k: v for k, v in r.items() if k in ("rep", "transport", "goodput_mbps", "complete", "switch_cpu",
                                                              "busiest_switch", "switches_cores", "machine_cpu")}
                         for r in runs])

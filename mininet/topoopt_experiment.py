@@ -32,6 +32,7 @@ from controller.experiments.core import (
 )
 from controller.experiments.cpu_use import cpu_row
 from controller.experiments.options import add_common_options, experiment_parser
+from controller.experiments.regime import from_probe
 from controller.experiments.results import (
     config_json,
 )
@@ -217,7 +218,8 @@ def main(argv: list[str]) -> int:
     _, interrupted = run_units(list(runs), one_fabric, out, rows, _say, csv_name="runs.csv")
     text, data, judged, figures = report(cfg, planned, rows, out)
     write_outcome(out, text, {"config": config_json(cfg), **data, "runs": rows}, judged, summary_name="results.json",
-                  rows=rows, interrupted=interrupted)
+                  rows=rows, interrupted=interrupted,
+                  regime=from_probe(None, nic_mbps=cfg.rate_mbps, mtu=planned[0].variants[0].topology.mtu))
     _say(f"wrote {out}/results.json, runs.csv, table.txt, {', '.join(f.name for f in figures)} "
          f"({time.monotonic() - t0:.0f} s)")
     return exit_status(interrupted=interrupted, failed=not all(r.get("ok", True) for r in rows), verdicts=judged,

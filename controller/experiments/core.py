@@ -34,6 +34,7 @@ from typing import Any
 from controller.errors import MlfabricError
 from controller.experiments.fidelity import Verdict, all_decided, fidelity_lines, verdicts_json
 from controller.experiments.options import UNDECIDED_EXIT
+from controller.experiments.regime import Emulated, RealFabric, regime_json, regime_lines
 from controller.experiments.results import (
     interrupt_on_signals,
     new_results_dir,
@@ -92,15 +93,19 @@ def run_units(units: Sequence[str], run: Callable[[str, Path], Any], out: Path, 
 
 def write_outcome(out: Path, text: str, data: Mapping[str, Any], verdicts: Sequence[Verdict], *,
                   summary_name: str = "summary.json", rows: Sequence[Mapping[str, Any]] | None = None,
-                  csv_name: str = "runs.csv", interrupted: str | None = None) -> str:
-    """The folder's ``table.txt`` (``text`` and the verdicts' lines), its summary JSON
-    (``data`` with ``fidelity`` and ``interrupted``) and, given ``rows``, their CSV; the
-    table is printed too. Returns the table."""
-    table = "\n".join([text, *fidelity_lines(verdicts)])
+                  csv_name: str = "runs.csv", interrupted: str | None = None,
+                  regime: Emulated | None = None) -> str:
+    """The folder's ``table.txt`` (``text``, the regime the run stands for and the verdicts'
+    lines), its summary JSON (``data`` with ``regime``, ``fidelity`` and ``interrupted``)
+    and, given ``rows``, their CSV; the table is printed too. Returns the table."""
+    real = RealFabric()
+    lines = [text, *(regime_lines(real, regime) if regime is not None else []), *fidelity_lines(verdicts)]
+    table = "\n".join(lines)
     if interrupted:
         table += f"\ninterrupted: {interrupted}"
     (out / "table.txt").write_text(table + "\n")
-    write_json(out / summary_name, {**data, "fidelity": verdicts_json(verdicts), "interrupted": interrupted})
+    write_json(out / summary_name, {**data, "regime": regime_json(real, regime) if regime is not None else None,
+                                    "fidelity": verdicts_json(verdicts), "interrupted": interrupted})
     if rows is not None:
         write_csv(out / csv_name, rows)
     print()

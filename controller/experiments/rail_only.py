@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.errors import ConfigError
+from controller.experiments.regime import Emulated, from_probe
 from controller.models.collectives import (
     VETH_FRAME_OVERHEAD,
     alltoall_direct_time,
@@ -27,7 +28,7 @@ from mlfabric_base.errors import refuse_nonfinite
 from workloads.config import CLUSTER_TCP_CONGESTION
 from workloads.plan import ALLTOALL_SCHEDULES
 
-__all__ = ["FABRICS", "MAX_SUPER_FRAMES", "NVLINK_KINDS", "OPS", "ExperimentConfig", "emulated_bill", "fabrics_for", "model_times", "summarize"]
+__all__ = ["FABRICS", "MAX_SUPER_FRAMES", "NVLINK_KINDS", "OPS", "ExperimentConfig", "emulated_bill", "fabrics_for", "model_times", "regime_of", "summarize"]
 
 FABRICS = ("rail-only", "fat-tree")
 #: how GPUs of one server talk: Unix sockets paced per GPU to the NVLink rate
@@ -201,6 +202,16 @@ def model_times(cfg: ExperimentConfig) -> dict[str, float]:
         "alltoall": alltoall_direct_time(cfg.alltoall_bytes, n, g, nv, nic),
         "hier_alltoall": alltoall_hierarchical_time(cfg.alltoall_bytes, n, g, nv, nic),
     }
+
+
+def regime_of(cfg: ExperimentConfig, infos: Mapping[str, Any]) -> Emulated:
+    """The emulation's side of the regime (controller.experiments.regime), from the
+    fat-tree's probe of its longest GPU-to-GPU path (else rail-only's: each fabric's info's
+    ``path``): the per-link latency, the shapers' queues, the hosts' minimum RTO."""
+    probe = next((infos[f]["path"] for f in ("fat-tree", "rail-only")
+                  if isinstance(infos.get(f), Mapping) and infos[f].get("path")), None)
+    return from_probe(probe, nic_mbps=cfg.rate_mbps, mtu=cfg.mtu, super_frames=cfg.super_frames,
+                      min_rto_ms=cfg.tcp_rto_min_ms or 200.0, compute_ms=1000 * cfg.compute_s)
 
 
 def summarize(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

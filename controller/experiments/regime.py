@@ -14,10 +14,11 @@ real time (divided by k) and how far the two are apart.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["SCALED_WITHIN", "Emulated", "Quantity", "RealFabric", "dilation", "regime_json", "regime_lines",
-           "regime_rows"]
+__all__ = ["SCALED_WITHIN", "Emulated", "Quantity", "RealFabric", "dilation", "from_probe", "regime_json",
+           "regime_lines", "regime_rows"]
 
 #: within this factor either way a quantity counts as scaled
 SCALED_WITHIN = 2.0
@@ -38,6 +39,9 @@ class RealFabric:
     #: what a host's segmentation offload hands the NIC at once
     tso_kb: float = 64.0
     mtu: int = 9000
+    #: a reconfigurable fabric's time slot (RotorNet's and Opera's order; OpenOptics' Tofino 2
+    #: runs 2 us)
+    slot_us: float = 10.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +62,8 @@ class Emulated:
     super_frames: int = 0
     #: compute per training iteration, if the experiment models one
     compute_ms: float | None = None
+    #: a reconfigurable fabric's slot (slice or TDN day), if the fabric has one
+    slot_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +144,9 @@ def regime_rows(real: RealFabric, emu: Emulated) -> list[Quantity]:
                          "queues can hold far more time than a real port's: round trips grow instead of loss"))
     rows.append(Quantity("TCP minimum RTO", "ms", real.min_rto_ms, emu.min_rto_ms / k,
                          "a loss waits less (or more) than on the real fabric, relative to a frame"))
+    if emu.slot_ms is not None:
+        rows.append(Quantity("circuit slot", "us", real.slot_us, emu.slot_ms * 1000 / k,
+                             "each slot carries more (or fewer) frames than a real one"))
     return rows
 
 
@@ -162,3 +171,22 @@ def regime_json(real: RealFabric, emu: Emulated) -> dict[str, object]:
             "dilation": dilation(real, emu),
             "quantities": [{"name": q.name, "unit": q.unit, "real": q.real, "emulated": q.emulated,
                             "scaled": q.scaled} for q in regime_rows(real, emu)]}
+
+
+def from_probe(probe: Mapping[str, float] | None, *, nic_mbps: float, mtu: int, super_frames: int = 0,
+               min_rto_ms: float = 200.0, compute_ms: float | None = None,
+               slot_ms: float | None = None) -> Emulated:
+    """The emulation's side of the regime from a fabric's probe of its longest path
+    (``rtt_ms``, the ``links`` it crosses one way, the shapers' ``queue_packets``); no probe
+    leaves the per-hop latency unknown (a fabric whose circuits come and go).
+
+    >>> e = from_probe({"rtt_ms": 0.4, "links": 4, "queue_packets": 1000}, nic_mbps=100, mtu=9000, super_frames=7)
+    >>> e.hop_latency_us, e.port_buffer_bytes
+    (50.0, 63000000)
+    """
+    packet = mtu * max(1, super_frames)  # what one queued packet can be
+    return Emulated(nic_mbps=nic_mbps, mtu=mtu,
+                    hop_latency_us=1000 * probe["rtt_ms"] / (2 * probe["links"]) if probe else None,
+                    hops=int(probe["links"]) if probe else 2,
+                    port_buffer_bytes=(probe["queue_packets"] if probe else 1000) * packet,
+                    min_rto_ms=min_rto_ms, super_frames=super_frames, compute_ms=compute_ms, slot_ms=slot_ms)
