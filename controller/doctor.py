@@ -137,8 +137,8 @@ def collect() -> Report:
     report.checks.append(_tool_check(bmv2, "simple_switch_grpc"))
     report.checks.append(_thrift_check(bmv2))
     report.checks.append(_mininet_check())
-    for name in ("iperf3", "tcpdump"):
-        report.checks.append(_tool_check(find_tool(name, "--version" if name == "iperf3" else "-h"), name))
+    for name, flag in (("iperf3", "--version"), ("tcpdump", "-h"), ("nft", "--version")):
+        report.checks.append(_tool_check(find_tool(name, flag), name))
     report.checks.extend(_python_target_check())
     report.qdiscs = {q: probe_qdisc(q) for q in QDISCS}
     wanted = os.environ.get("MLFABRIC_TARGET", "python")

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import shutil
 import subprocess
 import sys
 import time
@@ -31,7 +32,11 @@ from controller.experiments.core import (
     write_outcome,
 )
 from controller.experiments.cpu_use import cpu_row
-from controller.experiments.options import add_common_options, experiment_parser
+from controller.experiments.options import (
+    add_common_options,
+    add_data_path_options,
+    experiment_parser,
+)
 from controller.experiments.regime import from_probe
 from controller.experiments.results import (
     config_json,
@@ -41,12 +46,12 @@ from controller.experiments.topoopt import (
     Planned,
     TopoOptConfig,
     Variant,
-    forwarded,
     plan,
+    relay_bytes,
     tax,
-    tx_frames,
 )
 from controller.experiments.topoopt_report import report, same_fabric
+from controller.routing.topoopt_routes import ACCOUNTING_TABLE, accounting_commands
 from controller.topology.model import Topology
 from mlfabric_base.numbers import positive_float
 from workloads.config import CLUSTER_TCP_CONGESTION
@@ -63,7 +68,7 @@ def _say(msg: str) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = experiment_parser("topoopt", __doc__)
-    add_common_options(p, "topoopt", repetitions=3)
+    add_common_options(p, "topoopt", repetitions=TopoOptConfig().repetitions)
     p.add_argument("--jobs", default=None,
                    help="(default: topologies/jobs/topoopt-dlrm.yaml,topologies/jobs/topoopt-transformer.yaml) "
                         "comma-separated job files (controller/topoopt/job.py: a dlrm or transformer model and its "
@@ -71,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--servers", type=int, default=None, help="run the jobs on this many servers (default: their own)")
     p.add_argument("--degrees", default=None,
                    help="comma-separated TopoOpt degrees (NICs per server); default 3,4, or 4 with --duplex")
-    p.add_argument("--rate-mbps", type=positive_float, default=5.0,
+    p.add_argument("--rate-mbps", type=positive_float, default=TopoOptConfig().rate_mbps,
                    help="each TopoOpt NIC; the fat-trees' one NIC gets d x this (equal bandwidth) and d x this / "
                         "the cost ratio (equal cost)")
     p.add_argument("--cost-ratio", type=positive_float, default=3.2,
@@ -84,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="duplex circuits, as the artifact's links: every switch wires pairs both ways and a ring takes "
                         "two switches (even degrees only); default: one-way circuits, as on a patch panel")
     p.add_argument("--quick", action="store_true", help="8 servers, degree 2, 1 repetition, no warm-up")
+    add_data_path_options(p, super_frames=TopoOptConfig().super_frames, nvlink=False)
     return p
 
 
@@ -97,7 +103,7 @@ def parse_config(argv: list[str]) -> tuple[TopoOptConfig, Path | None, bool]:
     jobs = tuple(j for j in a.jobs.split(",") if j) if a.jobs else DEFAULT_JOBS
     common = {"target": a.target, "engine": a.engine, "jobs": jobs, "rate_mbps": a.rate_mbps,
               "cost_ratio": a.cost_ratio, "fat_tree_radix": a.fat_tree_radix or None, "seed": a.seed,
-              "duplex": a.duplex}
+              "duplex": a.duplex, "super_frames": a.super_frames}
     if a.quick:
         cfg = TopoOptConfig(**common, servers=8, degrees=(2,), repetitions=1, warmup=0)
     else:
@@ -106,13 +112,9 @@ def parse_config(argv: list[str]) -> tuple[TopoOptConfig, Path | None, bool]:
 
 
 def _counters(fab: EmulatedFabric, topo: Topology) -> dict[str, tuple[int, int]]:
-    """Each server's (frames its NICs transmitted, datagrams it forwarded)."""
-    out = {}
-    for h in topo.hosts:
-        text = fab.host(h.name).cmd("cat /proc/net/dev; echo ===; cat /proc/net/snmp")
-        netdev, _, snmp = text.partition("===")
-        out[h.name] = (tx_frames(netdev, f"{h.name}-"), forwarded(snmp))
-    return out
+    """Each server's (IP bytes it originated, IP bytes it forwarded for others)."""
+    return {h.name: relay_bytes(fab.host(h.name).cmd(f"nft -j list table ip {ACCOUNTING_TABLE}"))
+            for h in topo.hosts}
 
 
 def _timed(group: WorkerGroup, fab: EmulatedFabric, topo: Topology, cpu: Any, step: dict[str, Any], rep: int,
@@ -165,8 +167,11 @@ def run_fabric(cfg: TopoOptConfig, planned: Planned, v: Variant, workdir: Path) 
     rows: list[dict[str, Any]] = []
     base = {"job": job.name, "degree": planned.degree, "fabric": v.fabric, "name": topo.name,
             "model_s": v.model.total_ms / 1000, "model_tax": v.model.tax}
-    with EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, publish=False, frame_skbs=True,
+    with EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, publish=False,
+                        frame_skbs=not cfg.super_frames, super_frames=cfg.super_frames,
                         log_dir=workdir / "logs" / topo.name) as fab:
+        for h in topo.hosts:
+            fab.host(h.name).cmd(" && ".join(accounting_commands()))
         names = [s.name for s in topo.switches]
         base["engines"] = engines_text(fabric_engines(cfg.target, fab.log_dir, names))
         cpu = fabric_cpu_sampler(fab, names)
@@ -195,6 +200,9 @@ def run_fabric(cfg: TopoOptConfig, planned: Planned, v: Variant, workdir: Path) 
 def main(argv: list[str]) -> int:
     try:
         cfg, out_arg, require_decided = parse_config(argv)
+        if shutil.which("nft") is None:
+            raise ConfigError("<topoopt experiment>", "nft", None,
+                              "is needed: the servers count the bytes they relay with nftables (make setup installs it)")
         planned = [plan(cfg, job, d) for job in cfg.load_jobs() for d in cfg.degrees]
         for p in planned:  # before the results folder: a run refused for a busy machine leaves nothing
             for v in p.variants:
@@ -219,7 +227,8 @@ def main(argv: list[str]) -> int:
     text, data, judged, figures = report(cfg, planned, rows, out)
     write_outcome(out, text, {"config": config_json(cfg), **data, "runs": rows}, judged, summary_name="results.json",
                   rows=rows, interrupted=interrupted,
-                  regime=from_probe(None, nic_mbps=cfg.rate_mbps, mtu=planned[0].variants[0].topology.mtu))
+                  regime=from_probe(None, nic_mbps=cfg.rate_mbps, mtu=planned[0].variants[0].topology.mtu,
+                                    super_frames=cfg.super_frames))
     _say(f"wrote {out}/results.json, runs.csv, table.txt, {', '.join(f.name for f in figures)} "
          f"({time.monotonic() - t0:.0f} s)")
     return exit_status(interrupted=interrupted, failed=not all(r.get("ok", True) for r in rows), verdicts=judged,

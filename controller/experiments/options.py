@@ -44,15 +44,17 @@ def add_common_options(p: argparse.ArgumentParser, name: str, *, repetitions: in
                         "or a switch's CPU) failed while it was measured")
 
 
-def add_data_path_options(p: argparse.ArgumentParser, *, super_frames: int = 0) -> None:
-    """``--nvlink`` and ``--super-frames``: how the experiment's bytes move (its workers'
-    intra-server link, and TCP super-packets through the switches)."""
+def add_data_path_options(p: argparse.ArgumentParser, *, super_frames: int = 0, nvlink: bool = True) -> None:
+    """``--nvlink`` (with ``nvlink``: experiments whose servers hold several GPUs) and
+    ``--super-frames``: how the experiment's bytes move (its workers' intra-server link, and
+    TCP super-packets through the switches)."""
     from controller.experiments.rail_only import MAX_SUPER_FRAMES, NVLINK_KINDS
 
-    p.add_argument("--nvlink", choices=NVLINK_KINDS, default="unix",
-                   help="how a server's GPUs talk: unix (Unix sockets, each GPU's NVLink egress and ingress paced to "
-                        "the NVLink rate; the emulated network carries only the network's bytes) or loopback (TCP "
-                        "over the host's loopback shaped to rails x the NVLink rate, as before)")
+    if nvlink:
+        p.add_argument("--nvlink", choices=NVLINK_KINDS, default="unix",
+                       help="how a server's GPUs talk: unix (Unix sockets, each GPU's NVLink egress and ingress paced "
+                            "to the NVLink rate; the emulated network carries only the network's bytes) or loopback "
+                            "(TCP over the host's loopback shaped to rails x the NVLink rate, as before)")
     p.add_argument("--super-frames", type=int, default=super_frames, choices=range(MAX_SUPER_FRAMES + 1),
                    metavar=f"0..{MAX_SUPER_FRAMES}",
                    help="frames per TCP super-packet: the hosts' offloads stay on and the switches forward segments "

@@ -16,7 +16,12 @@ from controller.p4runtime.entities import TableRule
 from controller.topology.model import Topology
 from controller.topoopt.wiring import Hop, Wiring, stride_perm
 
-__all__ = ["HostRoute", "circuit_rules", "compile_host_routes", "host_commands", "walk", "wiring_of"]
+__all__ = ["ACCOUNTING_TABLE", "HostRoute", "accounting_commands", "circuit_rules", "compile_host_routes",
+           "host_commands", "walk", "wiring_of"]
+
+#: the nftables table in which every TopoOpt server counts the bytes it originates and those
+#: it forwards for others (chains ``originated`` and ``forwarded``)
+ACCOUNTING_TABLE = "mlfabric_acct"
 
 
 HostRoute = Hop
@@ -119,3 +124,21 @@ def host_commands(topo: Topology) -> dict[str, list[str]]:
         cmds += [f"ip neigh replace {ip} lladdr {mac} dev {dev} nud permanent" for ip, mac, dev in sorted(hops)]
         out[host.name] = cmds
     return out
+
+
+def accounting_commands() -> list[str]:
+    """nftables counters of the IP bytes a server originates (its output hook, loopback
+    excepted) and forwards for others (its forward hook), for the TopoOpt experiment's tax
+    on every fabric it compares. Unlike the kernel's packet counts
+    (``ForwDatagrams``, a NIC's packets) they stay exact when TCP's segments travel as
+    super-packets: a counter adds each packet's length, however many frames it stands for.
+
+    >>> accounting_commands()[0]
+    'nft add table ip mlfabric_acct'
+    """
+    t = ACCOUNTING_TABLE
+    return [f"nft add table ip {t}",
+            f"nft 'add chain ip {t} originated {{ type filter hook output priority 0 ; }}'",
+            f"nft 'add rule ip {t} originated oifname != \"lo\" counter'",
+            f"nft 'add chain ip {t} forwarded {{ type filter hook forward priority 0 ; }}'",
+            f"nft add rule ip {t} forwarded counter"]
