@@ -239,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mca", action="append", default=[], metavar="NAME=VALUE",
                    help="an Open MPI MCA parameter for both runs (repeatable), e.g. btl_tcp_eager_limit=8388608")
     add_common_options(p, "collectives", repetitions=d.repetitions)
-    add_data_path_options(p)
+    add_data_path_options(p, super_frames=d.super_frames)
     return p
 
 
