@@ -147,18 +147,23 @@ def _owner_alive(path: Path) -> bool:
 
 def interface_owner(name: str) -> str:
     """Who holds network interface ``name``, as a sentence for an error message: the live
-    process whose record lists it, or a crashed run's leftover."""
+    process whose record lists it, or else a crashed run's leftover (a live owner wins over a
+    dead record that also names it, since interfaces are named by the topology, not the run)."""
+    leftover = None
     for path in sorted(state_dir().glob("*.json")):
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if name in data.get("links", []):
-            pid = path.stem.split("-")[-2]
-            if _owner_alive(path):
-                return (f"{data.get('name', path.stem)} is running (pid {pid}): stop it with Ctrl-C in its "
-                        f"terminal or kill {pid}")
-            return f"a run that ended without cleaning up left it ({path.name}): mlfabric clean-net removes it"
+        if name not in data.get("links", []):
+            continue
+        pid = path.stem.split("-")[-2]
+        if _owner_alive(path):
+            return (f"{data.get('name', path.stem)} is running (pid {pid}): stop it with Ctrl-C in its "
+                    f"terminal or kill {pid}")
+        leftover = leftover or path
+    if leftover is not None:
+        return f"a run that ended without cleaning up left it ({leftover.name}): mlfabric clean-net removes it"
     return "no mlfabric run recorded it: remove it with `ip link del` or mlfabric clean-net"
 
 

@@ -93,7 +93,7 @@ def test_rail_only_against_the_fat_tree_is_decided_only_when_the_machine_held() 
 
 
 def test_report_names_every_series_and_its_model(tmp_path: Path) -> None:
-    cfg = CollectivesConfig(sizes_kb=(1024,), project=False, repetitions=3)
+    cfg = CollectivesConfig(sizes_kb=(1024,), project=False, repetitions=3, rate_mbps=10.0)
     rows = _rows({"rail-only": [0.2, 0.21, 0.22], "fat-tree": [0.2, 0.2, 0.2]})
     text, judged, data = report(rows, cfg)
     assert "rabenseifner (default)" in text and "1 MiB" in text and "-37%" in text  # 0.2 s against 0.317

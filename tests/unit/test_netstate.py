@@ -72,6 +72,20 @@ def test_clean_all_keeps_records_of_live_owners(private_state_dir: Path) -> None
         owner.wait()
 
 
+def test_an_interface_is_blamed_on_its_live_owner_before_a_dead_record_naming_it(private_state_dir: Path) -> None:
+    owner = _sleeper("mlf-owner-2")
+    try:
+        links = {"pids": [], "links": ["rail0-eth1"], "netns": []}
+        (private_state_dir / "fabric-a-999999-dead.json").write_text(json.dumps({"name": "old", **links}))
+        assert "ended without cleaning up" in netstate.interface_owner("rail0-eth1")
+        (private_state_dir / f"fabric-b-{owner.pid}-beef.json").write_text(json.dumps({"name": "new", **links}))
+        assert netstate.interface_owner("rail0-eth1").startswith(f"new is running (pid {owner.pid})")
+        assert netstate.interface_owner("rail9-eth9").startswith("no mlfabric run recorded it")
+    finally:
+        owner.kill()
+        owner.wait()
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="creating a veth needs root")
 def test_recorded_links_are_deleted() -> None:
     with netstate.NetRecord("unit") as rec:

@@ -207,7 +207,7 @@ def test_the_topoopt_experiment_plans_four_fabrics_at_their_rates_and_refuses_ba
 
     assert expected_tax(topoopt(8, 2)) == 2.0  # one-way strides 1, 3: 1,2,1,2,3,2,3 circuits
     assert expected_tax(topoopt(16, 4)) < expected_tax(topoopt(16, 2))  # more strides, shorter routes
-    cfg = TopoOptConfig(degrees=(3,))
+    cfg = TopoOptConfig(degrees=(3,), rate_mbps=5.0)
     planned = plan(cfg, cfg.load_jobs()[1], 3)
     rates = {v.fabric: {lk.rate_mbps for lk in v.topology.links if not v.topology.is_switch(lk.a.node)}
              for v in planned.variants}
