@@ -49,8 +49,10 @@ model-rail-only: setup ## the analytical cost/power and iteration-time model: ta
 run-smoke: setup ## the Mininet smoke run: pipeline, rules and a ping between two hosts
 	@$(MLFABRIC) smoke --target $(TARGET)
 
-test: setup lint typecheck ## lint and type checks, then every test tier this machine can run (the engine-dependent emulation tests on both engines); prints why a tier is skipped
-	@MLFABRIC_TARGET=$(TARGET) $(PY) -m pytest --durations=15 $(PYTEST_ARGS)
+test: setup lint typecheck ## lint and type checks, then every test tier this machine can run (unit and packet-level on 4 workers, the emulation tier serially, its engine-dependent tests on both engines); prints why a tier is skipped
+	@if [ -n "$(PYTEST_ARGS)" ]; then MLFABRIC_TARGET=$(TARGET) $(PY) -m pytest --durations=15 $(PYTEST_ARGS); else \
+		MLFABRIC_TARGET=$(TARGET) $(PY) -m pytest -n 4 --durations=10 -m "not emulation" && \
+		MLFABRIC_TARGET=$(TARGET) $(PY) -m pytest --durations=15 -m emulation; fi
 	@if [ "$(TARGET)" = python ] && [ "$(ENGINE)" = auto ] && [ -z "$(PYTEST_ARGS)" ]; then \
 		echo "make test: the emulation tests marked both_engines again, every switch on the Python engine (the fallback)"; \
 		MLFABRIC_ENGINE=python MLFABRIC_TARGET=python $(PY) -m pytest --durations=10 -m "emulation and both_engines"; \

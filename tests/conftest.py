@@ -85,6 +85,16 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _skipped[tier or "other"].append(reason.removeprefix("Skipped: "))
 
 
+def _selected_by_markexpr(config: pytest.Config, tier: str) -> bool:
+    """Whether ``-m`` can select tests of ``tier`` (markers other than the tiers count as present)."""
+    from _pytest.mark.expression import Expression
+
+    expr = config.getoption("markexpr")
+    if not expr:
+        return True
+    return bool(Expression.compile(expr).evaluate(lambda name, **_: name == tier or name not in TIERS))
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     tr = terminalreporter
     tr.section("mlfabric test tiers")
@@ -93,6 +103,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
                      if config.getoption("--target") == "python" else ""))
     for tier in TIERS:
         reasons = _skipped.get(tier, [])
+        if not _selected_by_markexpr(config, tier):
+            tr.write_line(f"{tier:<10} not selected (-m {config.getoption('markexpr')})")
+            continue
         if not reasons:
             tr.write_line(f"{tier:<10} ran")
             continue

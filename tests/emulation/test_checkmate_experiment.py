@@ -72,7 +72,7 @@ def test_sigterm_tears_down_and_keeps_what_finished(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "experiment", "run", "checkmate",
                              "--servers", "2", "--rails", "1", "--iterations", "40", "--repetitions", "1",
-                             "--hidden", "8", "--batch", "8", "--out", str(out)],
+                             "--hidden", "8", "--batch", "8", "--no-tuning", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             cwd=Path(__file__).resolve().parents[2])
     assert proc.stdout is not None

@@ -17,8 +17,8 @@ from controller.reconfigure.apply import reconfigure
 from controller.schedule import one_shot, round_robin, slots, strobe_matching
 from controller.topology import optical
 
-#: make test runs this module on both engines: schedule changes under traffic
-pytestmark = pytest.mark.both_engines
+# schedule changes under traffic (the two tests marked both_engines) run a second time on the Python engine
+# in make test; the others are the controller's (commit, roll-back, CLI, signals) and engine-blind
 
 fabric_net = load_emulation_module("fabric_net")
 udp_probe_run = load_emulation_module("udp_probe_run")
@@ -75,6 +75,7 @@ def _only_version_1_is_left(fab, names) -> None:
         assert not [r for r in rules if r.table.endswith(("clock", "flip", "timeflow_flip"))], name
 
 
+@pytest.mark.both_engines
 def test_a_path_moved_to_another_circuit_switch_under_load_loses_nothing(target_name: str) -> None:
     done = {}
     with _fabric(target_name, PINNED, uplinks=3) as fab:
@@ -93,6 +94,7 @@ def test_a_path_moved_to_another_circuit_switch_under_load_loses_nothing(target_
     assert old_path > 300 and new_path > 300 and old_path + new_path == len(sent), (old_path, new_path, len(sent))
 
 
+@pytest.mark.both_engines
 def test_a_rotating_schedule_replaced_under_load_leaves_exactly_the_new_one(target_name: str) -> None:
     """What each switch holds afterwards is the new schedule compiled under version 1, and
     its clock runs the new cycle (that a clocked fabric forwards as its entries say is

@@ -8,13 +8,12 @@ import csv
 import json
 from pathlib import Path
 
-import pytest
 from experiment_checks import assert_fidelity_reported
 
 from controller.emulation import load_emulation_module
 
-#: make test runs this module on both engines: calendar queues under load
-pytestmark = pytest.mark.both_engines
+# the rotor experiment runs on the default engine only: calendar queues are tested on both engines by
+# test_optical_fabric (test_calendar_queues_hold_packets_until_their_slot, parametrized over them)
 
 
 def test_quick_run_writes_table_plots_and_data(tmp_path: Path, target_name: str, capsys) -> None:
