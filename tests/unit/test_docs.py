@@ -10,10 +10,10 @@ import io
 import itertools
 import re
 import shlex
-from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import pytest
+from doc_figures import figures, untied
 
 from controller.cli.main import EXPERIMENT_MODULES, build_parser
 from controller.cli.reference import reference_markdown
@@ -168,8 +168,9 @@ def test_readme_is_a_front_page() -> None:
 
 
 #: tables that come from a committed run: (page, the text the table follows, the run). Every
-#: decimal figure in the first table after that text must be one of the run's own figures (to
-#: the digits shown), so that text and run cannot drift
+#: figure of the first table after that text but in its first column, which names the row
+#: (decimals, percentages and integers, see doc_figures), must be a value of the run, of its
+#: kind, at the table's rounding
 COMMITTED_TABLES = [
     ("README.md", "### Checkmate", "docs/checkmate-run.txt"),
     ("README.md", "### Reconfigurable fabrics", "docs/rotor-run.txt"),
@@ -186,10 +187,11 @@ COMMITTED_TABLES = [
     ("docs/aggregation.md", "## The experiment: `make run-aggregation`", "docs/aggregation-run.txt"),
 ]
 #: prose and printed output that come from a committed run: (page, where it starts, where it
-#: ends (None: at the next heading), the run); every decimal figure in between must be one of
-#: the run's, and every line of a code block there a line of the run
+#: ends (None: at the next heading), the run); every figure in between (decimals, percentages and
+#: integers) must be a value of the run of its kind at the page's rounding, and every line of a
+#: code block there a line of the run
 COMMITTED_TEXT = [
-    ("README.md", "### Rail-only (`make run`)", None, "docs/rail-only-run.txt"),
+    ("README.md", "### Rail-only (`make run`)", "At the paper's", "docs/rail-only-run.txt"),
     ("README.md", "its native engine), and ends with its verdicts", "The full output", "docs/rail-only-run.txt"),
     ("docs/rail-only.md", "so both comparisons are **decided**", "**These figures are newer",
      "docs/rail-only-run.txt"),
@@ -202,26 +204,15 @@ def _section(text: str, start_at: str) -> str:
     return text[start:min(ends)] if ends else text[start:]
 
 
-def _decimals(text: str) -> list[str]:
-    return re.findall(r"(?<![\d.])\d+\.\d+", text)
-
-
-def _drifted(figures: list[str], run: str) -> list[str]:
-    measured = [Decimal(r) for r in _decimals((REPO / run).read_text())]
-    shown = {str(r.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
-             for r in measured for places in range(1, 5)}
-    return [x for x in figures if x not in shown]
-
-
 @pytest.mark.parametrize(("page", "start_at", "run"), COMMITTED_TABLES,
                          ids=[f"{p}:{t}" for p, t, _ in COMMITTED_TABLES])
 def test_tables_are_their_committed_runs(page: str, start_at: str, run: str) -> None:
     lines = _section((REPO / page).read_text(), start_at).splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("|"))
     table = list(itertools.takewhile(lambda line: line.startswith("|"), lines[first:]))
-    figures = [x for row in table[2:] for x in _decimals(row)]
-    drifted = _drifted(figures, run)
-    assert figures and not drifted, f"{page}, {start_at}: {drifted} are not in {run}"
+    shown = [f for row in table[2:] for f in figures(row.split("|", 2)[-1])]  # the first column names the row
+    drifted = untied(shown, (REPO / run).read_text())
+    assert shown and not drifted, f"{page}, {start_at}: {drifted} are not in {run}"
 
 
 @pytest.mark.parametrize(("page", "start_at", "end_at", "run"), COMMITTED_TEXT,
@@ -232,10 +223,9 @@ def test_text_is_its_committed_run(page: str, start_at: str, end_at: str | None,
         section = section[:section.index(end_at)]
     blocks = section.split("```")
     prose, code = "".join(blocks[0::2]), [line for b in blocks[1::2] for line in b.splitlines()[1:]]
-    prose = re.sub(r"\]\([^)]*\)", "]", prose)  # links' file names are not figures
-    figures = _decimals(prose)
-    drifted = _drifted(figures, run)
-    assert (figures or code) and not drifted, f"{page}, {start_at}: {drifted} are not in {run}"
+    shown = figures(prose)
+    drifted = untied(shown, (REPO / run).read_text())
+    assert (shown or code) and not drifted, f"{page}, {start_at}: {drifted} are not in {run}"
     lines = {line.strip() for line in (REPO / run).read_text().splitlines()}
     missing = [line for line in code if line.strip() and "..." not in line and "<" not in line
                and line.strip() not in lines]
