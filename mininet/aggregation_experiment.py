@@ -38,7 +38,7 @@ from controller.experiments.aggregation import (
 from controller.experiments.aggregation_report import plot_aggregation, report
 from controller.experiments.core import (
     INTERRUPTED_EXIT,
-    exit_status,
+    finish,
     refuse,
     results_folder,
     run_units,
@@ -264,7 +264,7 @@ def main(argv: list[str]) -> int:
                      title=f"in-network aggregation vs ring, {cfg.gpus} GPUs ({cfg.servers}x{cfg.rails}), "
                            f"{cfg.rate_mbps:g} Mbit/s")
     _say(f"wrote {out}/iterations.csv, summary.json, table.txt, aggregation.png")
-    return exit_status(interrupted=interrupted, failed=any(not r["ok"] for r in rows), verdicts=verdicts,
+    return finish(out, interrupted=interrupted, failed=any(not r["ok"] for r in rows), verdicts=verdicts,
                        require_decided=a.require_decided, say=_say)
 
 

@@ -68,7 +68,7 @@ from controller.experiments.checkmate_tuning import (
 )
 from controller.experiments.core import (
     INTERRUPTED_EXIT,
-    exit_status,
+    finish,
     refuse,
     results_folder,
     run_units,
@@ -318,7 +318,7 @@ def main(argv: list[str]) -> int:
                                     compute_ms=cfg.compute_ms))
     _say(f"wrote {out}/iterations.csv, replication.csv, summary.json, table.txt, checkmate.png"
          + (", tuning.csv, frequency.png" if run.tuned else ""))
-    return exit_status(interrupted=interrupted, failed=not all(r["ok"] for r in run.rows + run.tuning_rows),
+    return finish(out, interrupted=interrupted, failed=not all(r["ok"] for r in run.rows + run.tuning_rows),
                        verdicts=judged, require_decided=a.require_decided, say=_say)
 
 

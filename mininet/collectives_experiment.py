@@ -34,7 +34,7 @@ from controller.experiments.collectives_report import plot_sizes, report
 from controller.experiments.core import (
     FAILED_EXIT,
     INTERRUPTED_EXIT,
-    exit_status,
+    finish,
     refuse,
     results_folder,
     run_units,
@@ -287,7 +287,7 @@ def main(argv: list[str]) -> int:
                title=f"Open MPI and mlfabric collectives, {cfg.gpus} GPUs ({cfg.servers}x{cfg.rails}), "
                      f"{cfg.rate_mbps:g} Mbit/s" + undecided_note(verdicts))
     _say(f"wrote {out}/iterations.csv, summary.json, table.txt, collectives.png")
-    return exit_status(interrupted=interrupted, failed=any(not r["ok"] for r in rows), verdicts=verdicts,
+    return finish(out, interrupted=interrupted, failed=any(not r["ok"] for r in rows), verdicts=verdicts,
                        require_decided=a.require_decided, say=_say)
 
 

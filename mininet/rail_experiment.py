@@ -29,7 +29,7 @@ from controller.errors import MlfabricError
 from controller.experiments.comparisons import Side, judge_ratio
 from controller.experiments.core import (
     INTERRUPTED_EXIT,
-    exit_status,
+    finish,
     refuse,
     results_folder,
     run_units,
@@ -328,7 +328,7 @@ def main(argv: list[str]) -> int:
                            + undecided_note(verdicts))
     _say(f"wrote {out}/iterations.csv, summary.json, table.txt, collectives.png")
     # with --fail-rail the last iteration fails on purpose
-    return exit_status(interrupted=interrupted, failed=cfg.fail_rail is None and not all(r["ok"] for r in rows),
+    return finish(out, interrupted=interrupted, failed=cfg.fail_rail is None and not all(r["ok"] for r in rows),
                        verdicts=verdicts, require_decided=a.require_decided, say=_say)
 
 

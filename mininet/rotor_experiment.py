@@ -30,7 +30,7 @@ from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 
 from controller.errors import ConfigError, MlfabricError
 from controller.experiments.core import (
-    exit_status,
+    finish,
     refuse,
     results_folder,
     run_units,
@@ -335,7 +335,7 @@ def main(argv: list[str]) -> int:
          f"({time.monotonic() - t_start:.0f} s)")
     # an all-reduce may fail by design (stock BMv2 drops what waits for its circuit: TCP cannot
     # connect); the table and the verdicts (too few runs) say so
-    return exit_status(interrupted=interrupted, failed=False, verdicts=judged, require_decided=require_decided,
+    return finish(out, interrupted=interrupted, failed=False, verdicts=judged, require_decided=require_decided,
                        say=_say)
 
 

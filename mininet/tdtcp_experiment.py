@@ -27,7 +27,7 @@ from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 
 from controller.errors import ConfigError, MlfabricError
 from controller.experiments.core import (
-    exit_status,
+    finish,
     refuse,
     results_folder,
     run_units,
@@ -233,7 +233,7 @@ def main(argv: list[str]) -> int:
                                                              "busiest_switch", "switches_cores", "machine_cpu")}
                         for r in runs])
     _say(f"wrote {out}/results.json, runs.csv, table.txt, {figure.name} ({time.monotonic() - t_start:.0f} s)")
-    return exit_status(interrupted=interrupted, failed=not all(r.get("complete") for r in runs), verdicts=judged,
+    return finish(out, interrupted=interrupted, failed=not all(r.get("complete") for r in runs), verdicts=judged,
                        require_decided=require_decided, say=_say)
 
 

@@ -25,7 +25,7 @@ from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 
 from controller.errors import ConfigError, MlfabricError
 from controller.experiments.core import (
-    exit_status,
+    finish,
     refuse,
     results_folder,
     run_units,
@@ -231,7 +231,7 @@ def main(argv: list[str]) -> int:
                                     super_frames=cfg.super_frames))
     _say(f"wrote {out}/results.json, runs.csv, table.txt, {', '.join(f.name for f in figures)} "
          f"({time.monotonic() - t0:.0f} s)")
-    return exit_status(interrupted=interrupted, failed=not all(r.get("ok", True) for r in rows), verdicts=judged,
+    return finish(out, interrupted=interrupted, failed=not all(r.get("ok", True) for r in rows), verdicts=judged,
                        require_decided=require_decided, say=_say)
 
 

@@ -55,6 +55,18 @@ def _p4_check(args: argparse.Namespace) -> int:
     return 1 if stale else 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from controller.errors import ConfigError
+    from controller.experiments.html_report import write_index
+
+    for folder in args.folders:
+        if not folder.is_dir():
+            raise ConfigError("mlfabric report", "FOLDER", str(folder), "not a directory: give a results folder")
+    for folder in args.folders:
+        print(write_index(folder))
+    return 0
+
+
 def _clean_net(args: argparse.Namespace) -> int:
     from controller.cli.running_fabric import current_fabric_path, owner_running
     from controller.netstate import clean_all, live_records
@@ -235,6 +247,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--force", action="store_true", help="also tear down runs that are still alive")
     p.set_defaults(func=_clean_net)
+
+    p = sub.add_parser(
+        "report", help="write a results folder's index.html: verdicts, regime, plots, table and raw files in "
+                       "one self-contained page (every experiment writes it; this rebuilds it)",
+        epilog="example: mlfabric report results/rail-only-20261128-132801",
+    )
+    p.add_argument("folders", nargs="+", type=Path, metavar="FOLDER", help="a results folder")
+    p.set_defaults(func=_report)
 
     p = sub.add_parser(
         "smoke", help="Mininet smoke run: pipeline, rules and a ping between two hosts",

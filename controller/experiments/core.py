@@ -14,8 +14,8 @@ and its comparisons::
     infos, interrupted = run_units(units, run_one, out, rows, say)
     text, data, verdicts = report(...)                        # the experiment's own
     write_outcome(out, text, data, rows, verdicts)
-    return exit_status(interrupted=interrupted, failed=..., verdicts=verdicts,
-                       require_decided=a.require_decided)
+    return finish(out, interrupted=interrupted, failed=..., verdicts=verdicts,
+                  require_decided=a.require_decided)               # index.html, then the status
 
 Exit status, the same for every experiment: 130 when a signal stopped it (what finished is
 written, marked interrupted), 1 when a run failed that was not meant to, 3 with
@@ -33,6 +33,7 @@ from typing import Any
 
 from controller.errors import MlfabricError
 from controller.experiments.fidelity import Verdict, all_decided, fidelity_lines, verdicts_json
+from controller.experiments.html_report import write_index
 from controller.experiments.options import UNDECIDED_EXIT
 from controller.experiments.regime import Emulated, RealFabric, regime_json, regime_lines
 from controller.experiments.results import (
@@ -43,7 +44,7 @@ from controller.experiments.results import (
     write_json,
 )
 
-__all__ = ["BAD_INPUT_EXIT", "FAILED_EXIT", "INTERRUPTED_EXIT", "exit_status", "refuse", "results_folder",
+__all__ = ["BAD_INPUT_EXIT", "FAILED_EXIT", "INTERRUPTED_EXIT", "exit_status", "finish", "refuse", "results_folder",
            "run_units", "write_outcome"]
 
 BAD_INPUT_EXIT = 2
@@ -136,3 +137,18 @@ def exit_status(*, interrupted: str | None, failed: bool, verdicts: Sequence[Ver
             say("undecided: a comparison is not decided (--require-decided)")
         return UNDECIDED_EXIT
     return 0
+
+
+def finish(out: Path, *, interrupted: str | None, failed: bool, verdicts: Sequence[Verdict], require_decided: bool,
+           say: Callable[[str], None] | None = None) -> int:
+    """The run's last step: its folder's ``index.html`` (:mod:`html_report`, from everything the
+    run wrote) and then its exit status (:func:`exit_status`). A page that cannot be written is
+    said, never a reason to lose the run's status."""
+    try:
+        page = write_index(out)
+    except OSError as exc:
+        print(f"could not write {out / 'index.html'}: {exc}", file=sys.stderr)
+    else:
+        (say or print)(f"the run's page: {page}")
+    return exit_status(interrupted=interrupted, failed=failed, verdicts=verdicts, require_decided=require_decided,
+                       say=say)
