@@ -3,7 +3,7 @@ both fabrics, where that CPU went, and the highest NIC rate at which ``make run`
 stays within the fidelity limits.
 
 Both run ``make run``'s experiment itself (:mod:`mininet.rail_experiment`: 16 GPUs, 4 rails,
-2 MiB collectives, one warm-up round) with fewer iterations, and read its rows: each
+its default collectives and warm-up) with fewer iterations, and read its rows: each
 collective's machine share, the workers' and switches' cores, and the link monitors.
 
 *Emulated bytes* of an all-to-all are what it delivers between GPUs: with n GPUs and S bytes
@@ -108,7 +108,7 @@ def highest_decided_rate(rates: Sequence[float], *, iterations: int = 2, target:
 
 def main(argv: Sequence[str]) -> int:
     """``python -m bench.collective_cost [RATE ...]``: this part of ``make bench`` alone, as JSON."""
-    rates = [float(a) for a in argv] or [16, 24, 32, 48]
+    rates = [float(a) for a in argv] or [100, 200, 400]
     print(json.dumps(highest_decided_rate(rates, engine="native"), indent=2))
     return 0
 

@@ -164,8 +164,10 @@ def main_job_section(ctx: Context) -> list[dict]:
     print("[bench] the main job: CPU per emulated GB of the all-to-all, the highest rate it holds at ...",
           flush=True)
     from bench import collective_cost
+    from controller.experiments.rail_only import ExperimentConfig
 
-    search = collective_cost.highest_decided_rate((16, 32) if ctx.quick else (16, 24, 32, 48),
+    base = ExperimentConfig().rate_mbps  # make run's default
+    search = collective_cost.highest_decided_rate((base, 2 * base) if ctx.quick else (base, 2 * base, 4 * base),
                                                   engine="native")
     for t in search["tried"]:
         rows.append(row(f"make run's fabric at {t['rate_mbps']:g} Mbit/s: the busiest collective's machine share",
@@ -178,15 +180,15 @@ def main_job_section(ctx: Context) -> list[dict]:
     costs = {"native engine, MTU 9000": search["tried"][0]["alltoall_cost"]}
     if not ctx.quick:
         costs["native engine, MTU 1500"] = collective_cost.alltoall_cost(
-            *collective_cost.run_main_job(16, engine="native", mtu=1500))
+            *collective_cost.run_main_job(base, engine="native", mtu=1500))
         costs["Python engine, MTU 9000"] = collective_cost.alltoall_cost(
-            *collective_cost.run_main_job(16, engine="python"))
-    bm_a2a = collective_cost.alltoall_cost(*collective_cost.run_main_job(16, target="bmv2")) \
+            *collective_cost.run_main_job(base, engine="python"))
+    bm_a2a = collective_cost.alltoall_cost(*collective_cost.run_main_job(base, target="bmv2")) \
         if ctx.bmv2 and not ctx.quick else None
     for name, cost in costs.items():
         for fabric, c in cost.items():
             theirs = bm_a2a.get(fabric) if bm_a2a and name.endswith("MTU 9000") else None
-            rows.append(row(f"all-to-all, {fabric}, {name}, 16 Mbit/s: machine CPU per GB", "CPU-s/GB",
+            rows.append(row(f"all-to-all, {fabric}, {name}, {base:g} Mbit/s: machine CPU per GB", "CPU-s/GB",
                              c["machine_cpu_s_per_gb"], theirs["machine_cpu_s_per_gb"] if theirs else None,
                              "report (lower is better)"))
             for part in ("workers", "switches", "rest"):
