@@ -98,8 +98,32 @@ def test_an_idle_line_does_not_save_up_departures() -> None:
     assert taken is None and wake == pytest.approx(now + 0.001, abs=3e-4)
 
 
+def test_a_late_wake_up_does_not_slow_the_line_timetable() -> None:
+    """A backlog departs on the line's timetable, not the wake-ups': however late the worker
+    comes, 300 packets at 3,000 a second are due exactly 0.1 s after the first, and a worker
+    that came late sends what is due at once (deterministic: the clock is the test's)."""
+    q = EgressQueues(lambda j, depth: None, default_depth=512)
+    q.set_rate(3, 3000.0)
+    for _ in range(300):
+        q.push(job(3))
+    (start,) = [arrived for _, arrived in q._queues[3].jobs][:1]
+    late = start + 0.05  # the worker wakes 50 ms late: the first 150 are due
+    sent = 0
+    while q._next_ready(late)[0] is not None:
+        sent += 1
+    assert 149 <= sent <= 151  # only what the timetable allows by then, however many are queued
+    taken, _, wake = q._next_ready(late)
+    assert taken is None and wake is not None and wake <= start + 0.0511
+    while q._next_ready(start + 1.0)[0] is not None:
+        sent += 1
+    assert sent == 300
+    assert q._queues[3].next_departure == pytest.approx(start + 300 / 3000, abs=1e-3)
+
+
 def test_a_backlog_drains_at_the_line_rate() -> None:
-    """With the real worker thread: 300 packets at 3,000 a second take 0.1 s, within 4%."""
+    """With the real worker thread: 300 packets at 3,000 a second never leave faster than the
+    line, and finish in well under twice its time (the exact timetable is the test above;
+    here the machine's scheduling may add a few ms)."""
     times: list[float] = []
     done = threading.Event()
 
@@ -120,4 +144,4 @@ def test_a_backlog_drains_at_the_line_rate() -> None:
         q.stop()
     # never faster than the line since the backlog began, and not much slower
     assert times[-1] - pushed >= 299 / 3000
-    assert times[-1] - times[0] <= 299 / 3000 * 1.04, times[-1] - times[0]
+    assert times[-1] - times[0] <= 299 / 3000 * 2, times[-1] - times[0]
