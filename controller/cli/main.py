@@ -57,13 +57,13 @@ def _p4_check(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from controller.errors import ConfigError
-    from controller.experiments.html_report import write_index
+    from controller.experiments.html_report import is_results_folder, write_index, write_listing
 
     for folder in args.folders:
         if not folder.is_dir():
             raise ConfigError("mlfabric report", "FOLDER", str(folder), "not a directory: give a results folder")
-    for folder in args.folders:
-        print(write_index(folder))
+    for folder in args.folders:  # one run's folder gets its page; a folder of runs, a listing too
+        print(write_index(folder) if is_results_folder(folder) else write_listing(folder))
     return 0
 
 
@@ -250,10 +250,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "report", help="write a results folder's index.html: verdicts, regime, plots, table and raw files in "
-                       "one self-contained page (every experiment writes it; this rebuilds it)",
-        epilog="example: mlfabric report results/rail-only-20261128-132801",
+                       "one self-contained page (every experiment writes it; this rebuilds it); given a folder "
+                       "of runs (results/), a page listing them with their verdicts",
+        epilog="example: mlfabric report results/rail-only-20261128-132801; mlfabric report results",
     )
-    p.add_argument("folders", nargs="+", type=Path, metavar="FOLDER", help="a results folder")
+    p.add_argument("folders", nargs="+", type=Path, metavar="FOLDER", help="a results folder, or a folder of them")
     p.set_defaults(func=_report)
 
     p = sub.add_parser(

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["INDEX", "MAX_EMBEDDED_BYTES", "FolderContents", "read_folder", "render", "write_index"]
+__all__ = ["INDEX", "MAX_EMBEDDED_BYTES", "FolderContents", "is_results_folder", "read_folder", "render",
+           "render_listing", "write_index", "write_listing"]
 
 INDEX = "index.html"
 #: raw files up to this size are embedded in the page; larger ones are linked beside it
@@ -70,6 +71,30 @@ def read_folder(folder: Path) -> FolderContents:
             size = path.stat().st_size
             raw.append((path.name, path.read_bytes() if size <= MAX_EMBEDDED_BYTES else None, size))
     return FolderContents(folder.name, summary_name, summary, table, tuple(images), tuple(raw))
+
+
+def is_results_folder(folder: Path) -> bool:
+    """Whether ``folder`` is one run's results (it holds a table or a summary with verdicts)."""
+    return (folder / "table.txt").is_file() or read_folder(folder).summary is not None
+
+
+def write_listing(root: Path) -> Path:
+    """Write ``root/index.html``: every results folder under ``root`` (one level down), newest
+    first, with its headline; each gets its own page first. Returns the listing's path."""
+    runs = sorted((d for d in root.iterdir() if d.is_dir() and is_results_folder(d)), key=_finished, reverse=True)
+    entries = []
+    for run in runs:
+        contents = read_folder(run)
+        write_index(run)
+        entries.append((run.name, *_status(contents.summary)))
+    page = root / INDEX
+    page.write_text(render_listing(root.name, entries))
+    return page
+
+
+def _finished(run: Path) -> float:
+    """When a run wrote its results: its newest file but the page (which a rebuild rewrites)."""
+    return max((p.stat().st_mtime for p in run.iterdir() if p.is_file() and p.name != INDEX), default=0.0)
 
 
 def write_index(folder: Path) -> Path:
@@ -159,6 +184,18 @@ def _files(raw: Sequence[tuple[str, bytes | None, int]]) -> list[str]:
         items.append(f"<li><a download='{_e(name)}' href='{href}'>{_e(name)}</a> "
                      f"<span class='muted'>{size:,} bytes{note}</span></li>")
     return ["<h2>Raw files</h2>", "<ul>", *items, "</ul>"]
+
+
+def render_listing(title: str, entries: Sequence[tuple[str, str, str]]) -> str:
+    """A page listing runs: each ``(folder name, css class, headline)`` linking to the folder's
+    own page."""
+    rows = "".join(f"<tr><td><a href='{_e(name)}/{INDEX}'>{_e(name)}</a></td>"
+                   f"<td><span class='status {css}'>{_e(words)}</span></td></tr>" for name, css, words in entries)
+    body = (f"<h1>{_e(title)}</h1><p class='muted'>{len(entries)} runs, newest first</p>"
+            f"<table><tr><th>run</th><th>verdicts</th></tr>{rows}</table>" if entries
+            else f"<h1>{_e(title)}</h1><p>no results folders here</p>")
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            f"<title>{_e(title)}: mlfabric runs</title><style>{_STYLE}</style></head><body>{body}</body></html>\n")
 
 
 def render(contents: FolderContents) -> str:

@@ -67,3 +67,25 @@ def test_the_cli_rebuilds_a_page_and_refuses_a_missing_folder(tmp_path: Path) ->
     bad = subprocess.run([sys.executable, "-m", "controller.cli", "report", str(tmp_path / "nope")], cwd=REPO,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "not a directory" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_folder_of_runs_gets_a_listing_newest_first_and_each_run_its_page(tmp_path: Path) -> None:
+    import os
+
+    for i, (name, decided) in enumerate([("rail-only-1", True), ("topoopt-2", False)]):
+        run = tmp_path / name
+        run.mkdir()
+        (run / "summary.json").write_text(json.dumps(_summary(decided)))
+        os.utime(run / "summary.json", (1_000_000 + i, 1_000_000 + i))
+    (tmp_path / "not-a-run").mkdir()
+    done = subprocess.run([sys.executable, "-m", "controller.cli", "report", str(tmp_path)], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    listing = (tmp_path / "index.html").read_text()
+    assert listing.index("topoopt-2/index.html") < listing.index("rail-only-1/index.html")
+    assert "0 of 1 comparisons decided" in listing and "all 1 comparisons decided" in listing
+    assert "not-a-run" not in listing and "2 runs" in listing
+    assert (tmp_path / "rail-only-1" / "index.html").exists() and (tmp_path / "topoopt-2" / "index.html").exists()
+    again = subprocess.run([sys.executable, "-m", "controller.cli", "report", str(tmp_path)], cwd=REPO,
+                           capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0 and (tmp_path / "index.html").read_text() == listing  # pages do not reorder it
