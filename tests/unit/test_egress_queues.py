@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 
@@ -38,14 +37,18 @@ def test_rate_paces_departures() -> None:
     q = EgressQueues(handler, default_depth=64)
     q.set_rate(2, 50.0)  # 20 ms apart
     q.start()
+    pushed = time.monotonic()
     try:
         for _ in range(6):
             q.push(job(2))
         assert done.wait(5)
     finally:
         q.stop()
-    gaps = [b - a for a, b in itertools.pairwise(times)]
-    assert min(gaps) > 0.015, gaps
+    # the k-th departure is never before its slot on the line's timetable (k x 20 ms after the
+    # first arrival); a late wake-up may make the next gap shorter, as a line catching up does
+    early = [(k, t - pushed) for k, t in enumerate(times) if t - pushed < k * 0.020 - 0.001]
+    assert not early, early
+    assert times[-1] - pushed >= 5 * 0.020 - 0.001
 
 
 def test_unpaced_queues_are_served_round_robin() -> None:
