@@ -17,7 +17,6 @@ import dataclasses
 import logging
 import os
 import time
-import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
@@ -42,6 +41,7 @@ from controller.schedule.model import Schedule
 from controller.topology import dump_topology, require_valid
 from controller.topology.generators import switch_mac
 from controller.topology.model import ETHERNET_MTU, Topology
+from controller.topology.naming import switch_intf_name
 from workloads.aggregation.wire import service_address
 
 __all__ = ["EmulatedFabric", "FabricTimings", "check_free", "switch_intf_name"]
@@ -73,28 +73,6 @@ def _intf_name(host: str, nic: str) -> str:
 
 
 #: the kernel's longest interface name (IFNAMSIZ - 1)
-MAX_IFNAME = 15
-
-
-def switch_intf_name(switch: str, port: int | str) -> str:
-    """A switch port's interface: Mininet's ``SWITCH-ethPORT`` where it fits in 15
-    characters; else the same without the switch name's punctuation (a Clos leaf
-    ``rail0-leaf0`` has ``rail0leaf0-eth1``), else a short hash of the name.
-
-    >>> switch_intf_name("spine0", 3), switch_intf_name("rail0-leaf0", 1)
-    ('spine0-eth3', 'rail0leaf0-eth1')
-    >>> switch_intf_name("rail12-leaf10", 12)
-    'swd7011c52-e12'
-    """
-    name = f"{switch}-eth{port}"
-    if len(name) <= MAX_IFNAME:
-        return name
-    name = "".join(c for c in switch if c.isalnum()) + f"-eth{port}"
-    if len(name) <= MAX_IFNAME:
-        return name
-    return f"sw{zlib.crc32(switch.encode()):08x}-e{port}"
-
-
 def check_free(topo: Topology) -> None:
     """Refuse to start over a fabric that holds ``topo``'s interface names (Mininet would fail
     half-way with RTNETLINK's "File exists"), naming who holds them. Experiments call it

@@ -19,6 +19,7 @@ from pathlib import Path
 from controller.cli.help_text import ExperimentOptionsHelp, add_group_examples
 from controller.cli.output import add_json_flag
 from controller.errors import MlfabricError
+from mlfabric_base.numbers import positive_float
 from pybmv2.errors import TargetError
 
 __all__ = ["main"]
@@ -53,6 +54,40 @@ def _p4_check(args: argparse.Namespace) -> int:
     if not stale:
         print("every compiled pipeline matches its sources")
     return 1 if stale else 0
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    import time
+
+    from controller.cli.running_fabric import running_fabric
+    from controller.dashboard.server import Dashboard
+    from controller.errors import ConfigError
+    from controller.experiments.results import interrupt_on_signals
+
+    if not 0 <= args.port <= 65535:
+        raise ConfigError("mlfabric dashboard", "--port", args.port, "a TCP port, 0-65535 (0: any free one)")
+    if not 0.1 <= args.interval <= 60:
+        raise ConfigError("mlfabric dashboard", "--interval", args.interval, "seconds between samples, 0.1-60")
+    topo = running_fabric()
+    if topo is None:
+        raise ConfigError("mlfabric dashboard", "fabric", None,
+                          "no emulated fabric is running: start one with mlfabric fabric up FILE")
+    try:
+        board = Dashboard(topo, host=args.listen, port=args.port, interval_s=args.interval)
+    except OSError as exc:
+        raise ConfigError("mlfabric dashboard", "--listen/--port", f"{args.listen}:{args.port}",
+                          f"cannot listen there: {exc.strerror or exc}") from None
+    with interrupt_on_signals(), board:
+        print(f"dashboard of {topo.name}: {board.url} (Ctrl-C stops it)", flush=True)
+        if args.listen not in ("127.0.0.1", "localhost", "::1"):
+            print(f"listening on {args.listen}: anyone who reaches this port sees the fabric's names and rates",
+                  flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt as stop:
+            print(f"dashboard stopped ({stop or 'SIGINT'})")
+    return 0
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -247,6 +282,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--force", action="store_true", help="also tear down runs that are still alive")
     p.set_defaults(func=_clean_net)
+
+    p = sub.add_parser(
+        "dashboard", help="the running fabric live in the browser: its topology, each link coloured by its "
+                          "measured rate against its configured rate, updated every second",
+        epilog="example: mlfabric dashboard --port 8765 (then open http://127.0.0.1:8765/)",
+    )
+    p.add_argument("--listen", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only; another address shows "
+                        "the fabric's names and rates to whoever reaches it)")
+    p.add_argument("--port", type=int, default=8765, help="TCP port (default 8765; 0: any free one)")
+    p.add_argument("--interval", type=positive_float, default=1.0, help="seconds between samples (default 1)")
+    p.set_defaults(func=_dashboard)
 
     p = sub.add_parser(
         "report", help="write a results folder's index.html: verdicts, regime, plots, table and raw files in "

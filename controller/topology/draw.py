@@ -7,12 +7,12 @@ from pathlib import Path
 
 from controller.topology.model import Topology
 
-__all__ = ["draw_topology", "label_rotation", "topology_figure"]
+__all__ = ["draw_topology", "label_rotation", "positions", "topology_figure"]
 
 _TIER = {"rail": 1, "leaf": 1, "tor": 1, "hb-domain": 1, "ocs": 1, "spine": 2}
 
 
-def _positions(topo: Topology) -> dict[str, tuple[float, float]]:
+def positions(topo: Topology) -> dict[str, tuple[float, float]]:
     pos: dict[str, tuple[float, float]] = {}
     n = max(1, len(topo.hosts))
     for i, h in enumerate(topo.hosts):
@@ -59,7 +59,7 @@ def topology_figure(topo: Topology, *, max_hosts: int = 256):  # -> matplotlib.f
     import matplotlib.pyplot as plt
 
     shown = {h.name for h in topo.hosts[:max_hosts]}
-    pos = _positions(topo)
+    pos = positions(topo)
     rails = max([n.rail or 0 for h in topo.hosts for n in h.nics] + [s.rail or 0 for s in topo.switches] + [0]) + 1
     cmap = plt.get_cmap("tab10" if rails <= 10 else "tab20")
     width_in = max(8.0, len(shown) * 0.35)

@@ -1,0 +1,67 @@
+"""``mlfabric dashboard`` on a running fabric: the page and the topology are served, and a link
+carrying a UDP flow at about its configured rate is seen in the event stream, with the links it
+does not cross idle. (The drawing itself needs a browser; the data behind it is checked here.)"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import urllib.request
+from pathlib import Path
+
+from controller.dashboard.rates import watched_interface
+from controller.dashboard.server import Dashboard
+from controller.emulation import load_emulation_module
+from controller.topology import rail_only
+
+fabric_net = load_emulation_module("fabric_net")
+
+RATE_MBPS = 10
+
+
+def _events(url: str, count: int, timeout: float = 20.0) -> list[dict]:
+    """The next ``count`` samples of the event stream at ``url``."""
+    host, port = url.removeprefix("http://").rstrip("/").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    conn.request("GET", "/api/stream")
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.getheader("Content-Type") == "text/event-stream"
+    out = []
+    while len(out) < count:
+        line = resp.readline().decode()
+        if line.startswith("data: "):
+            out.append(json.loads(line[6:]))
+    conn.close()
+    return out
+
+
+def test_the_dashboard_serves_the_fabric_and_sees_a_busy_link(target_name: str, tmp_path: Path) -> None:
+    topo = rail_only(2, 1, rate_mbps=RATE_MBPS)
+    address = topo.hosts[1].nics[0].address
+    with fabric_net.EmulatedFabric(topo, target=target_name, publish=False, log_dir=tmp_path) as fab, \
+            Dashboard(fab.live, port=0, interval_s=0.5) as board:
+        page = urllib.request.urlopen(board.url, timeout=10).read().decode()
+        assert "EventSource(\"/api/stream\")" in page and "<svg" in page
+        drawn = json.loads(urllib.request.urlopen(board.url + "api/topology", timeout=10).read())
+        assert {n["name"] for n in drawn["nodes"]} == {"s0", "s1", "rail0"}
+        assert {lk["interface"] for lk in drawn["links"]} == {"rail0-eth1", "rail0-eth2"}
+        idle = _events(board.url, 2)[-1]
+        assert all(r["tx_mbps"] < 0.5 and r["rx_mbps"] < 0.5 for r in idle["links"]), idle
+        server = fab.host("s1").popen(["iperf3", "-s", "-1", "-p", "5201"])
+        client = None
+        try:
+            fab.host("s0").cmd(f"ping -c 1 -W 2 {address}")
+            client = fab.host("s0").popen(["iperf3", "-c", address, "-p", "5201", "-u", "-b", f"{RATE_MBPS}M",
+                                           "-t", "4"])
+            busy = _events(board.url, 4)[-1]  # 2 s into the flow, one full sample inside it
+        finally:
+            if client is not None:
+                client.wait(timeout=20)
+            server.kill()
+            server.wait()
+    rates = {r["interface"]: r for r in busy["links"]}
+    sender = watched_interface(fab.live, next(lk for lk in fab.live.links if "s0" in (lk.a.node, lk.b.node)))
+    receiver = "rail0-eth2" if sender == "rail0-eth1" else "rail0-eth1"
+    # s0's flow comes up its link (rx at the switch port) and goes down s1's (tx), at about 10 Mbit/s
+    assert 0.7 <= rates[sender]["utilisation"] <= 1.2 and rates[sender]["rx_mbps"] > 7, rates
+    assert rates[receiver]["tx_mbps"] > 7, rates
