@@ -49,18 +49,22 @@ class FolderContents:
     raw: tuple[tuple[str, bytes | None, int], ...] = ()  # (name, content or None when too large, size)
 
 
-def read_folder(folder: Path) -> FolderContents:
-    """The folder's summary (the first JSON file with a ``fidelity`` section), table, plots and
-    raw files; anything unreadable is left out rather than failing the page."""
-    summary_name, summary = None, None
+def _summary(folder: Path) -> tuple[str | None, Mapping[str, Any] | None]:
+    """The folder's summary: the first JSON file with a ``fidelity`` section, and its name."""
     for path in sorted(folder.glob("*.json")):
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
         if isinstance(data, dict) and "fidelity" in data:
-            summary_name, summary = path.name, data
-            break
+            return path.name, data
+    return None, None
+
+
+def read_folder(folder: Path) -> FolderContents:
+    """The folder's summary, table, plots and raw files; anything unreadable is left out
+    rather than failing the page."""
+    summary_name, summary = _summary(folder)
     table_path = folder / "table.txt"
     table = table_path.read_text(errors="replace") if table_path.is_file() else None
     images, raw = [], []
@@ -75,7 +79,7 @@ def read_folder(folder: Path) -> FolderContents:
 
 def is_results_folder(folder: Path) -> bool:
     """Whether ``folder`` is one run's results (it holds a table or a summary with verdicts)."""
-    return (folder / "table.txt").is_file() or read_folder(folder).summary is not None
+    return (folder / "table.txt").is_file() or _summary(folder)[1] is not None
 
 
 def write_listing(root: Path) -> Path:
@@ -85,7 +89,7 @@ def write_listing(root: Path) -> Path:
     entries = []
     for run in runs:
         contents = read_folder(run)
-        write_index(run)
+        _write_page(run, contents)
         entries.append((run.name, *_status(contents.summary)))
     page = root / INDEX
     page.write_text(render_listing(root.name, entries))
@@ -99,9 +103,13 @@ def _finished(run: Path) -> float:
 
 def write_index(folder: Path) -> Path:
     """Write ``folder/index.html`` from what the folder holds now; returns its path."""
+    return _write_page(folder, read_folder(folder))
+
+
+def _write_page(folder: Path, contents: FolderContents) -> Path:
     page = folder / INDEX
     tmp = page.with_suffix(".html.tmp")
-    tmp.write_text(render(read_folder(folder)))
+    tmp.write_text(render(contents))
     tmp.replace(page)
     return page
 
