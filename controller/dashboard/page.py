@@ -25,8 +25,8 @@ td:first-child{text-align:left}
 const NS = "http://www.w3.org/2000/svg";
 const svg = document.getElementById("fabric");
 const lines = {};
-function colour(u) {  // grey idle, green to red as a link fills its configured rate
-  if (u === null || u === undefined) return "#8d99ae";
+function colour(u) {  // grey idle or unshaped, green to red as a link fills its configured rate
+  if (u === null || u === undefined || u < 0.01) return "#c9ccd8";
   const x = Math.max(0, Math.min(1, u));
   return `hsl(${120 - 120 * x}, 75%, ${45 - 5 * x}%)`;
 }

@@ -118,6 +118,17 @@ def _e(value: object) -> str:
     return html.escape(str(value))
 
 
+def _num(value: object) -> str:
+    """A figure as a person reads it: 3 significant digits, whole numbers from 100 up.
+
+    >>> _num(0.013171875), _num(44.444444), _num(4000.0), _num(9000), _num("?")
+    ('0.0132', '44.4', '4,000', '9,000', '?')
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return _e(value)
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def _data_uri(mime: str, content: bytes) -> str:
     return f"data:{mime};base64,{base64.b64encode(content).decode()}"
 
@@ -163,13 +174,13 @@ def _regime(regime: Mapping[str, Any] | None) -> list[str]:
         return []
     real = regime.get("real") or {}
     out = ["<h2>The regime it stands for</h2>",
-           f"<p>{_e(real.get('nic_gbps', '?'))} Gbit/s NICs, {_e(real.get('hop_latency_us', '?'))} us per hop, "
-           f"{_e(real.get('mtu', '?'))}-byte frames; time stretched {_e(regime.get('dilation', '?'))}x</p>",
+           f"<p>{_num(real.get('nic_gbps', '?'))} Gbit/s NICs, {_num(real.get('hop_latency_us', '?'))} us per hop, "
+           f"{_num(real.get('mtu', '?'))}-byte frames; time stretched {_num(regime.get('dilation', '?'))}x</p>",
            "<table><tr><th>quantity</th><th>real</th><th>emulated</th><th>scaled with the links</th></tr>"]
     for q in regime.get("quantities") or []:
         unit = _e(q.get("unit", ""))
-        out.append(f"<tr><td>{_e(q.get('name'))}</td><td>{_e(q.get('real'))} {unit}</td>"
-                   f"<td>{_e(q.get('emulated'))} {unit}</td><td>{'yes' if q.get('scaled') else 'no'}</td></tr>")
+        out.append(f"<tr><td>{_e(q.get('name'))}</td><td>{_num(q.get('real'))} {unit}</td>"
+                   f"<td>{_num(q.get('emulated'))} {unit}</td><td>{'yes' if q.get('scaled') else 'no'}</td></tr>")
     return [*out, "</table>"]
 
 

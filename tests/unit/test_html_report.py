@@ -42,7 +42,7 @@ def test_the_headline_says_decided_undecided_or_interrupted() -> None:
 def test_text_from_the_run_is_escaped_and_the_regime_and_config_are_shown() -> None:
     page = render(FolderContents("run", "summary.json", _summary(True), "a < b & c"))
     assert "allreduce &lt;b&gt;" in page and "a &lt; b &amp; c" in page and "<b>" not in page.replace("<body>", "")
-    assert "time stretched 4000x" in page and "<td>0.18 us</td>" in page and "rate_mbps" in page
+    assert "time stretched 4,000x" in page and "<td>0.18 us</td>" in page and "rate_mbps" in page
 
 
 def test_a_folder_becomes_one_self_contained_page(tmp_path: Path) -> None:
