@@ -37,7 +37,8 @@ def test_install_then_read_back_equal(topo: Topology, target_name: str, switch_e
         assert [r.error for r in reports] == [None] * len(live.switches)
         assert sum(r.entries for r in reports) > 0
         for rep in diff_fabric(live):
-            assert rep.diff is not None and rep.diff.in_sync, f"{rep.switch}: {rep.diff.summary()}"
+            assert rep.diff is not None, f"{rep.switch}: the read failed: {rep.error}"
+            assert rep.diff.in_sync, f"{rep.switch}: {rep.diff.summary()}"
 
 
 def test_restart_then_sync_restores_the_switch(target_name: str, switch_engine: str | None) -> None:
