@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -117,6 +117,39 @@ def switch_command(spec: SwitchSpec) -> list[str]:
     return cmd
 
 
+def listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` owns a listening TCP socket on ``port`` (``/proc/net/tcp{,6}``
+    names the socket's inode, ``/proc/PID/fd`` the process's sockets).
+
+    >>> listens(os.getpid(), 1)
+    False
+    """
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    if not inodes:
+        return False
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[8:-1] in inodes:
+            return True
+    return False
+
+
 class SwitchProcess:
     """A running switch; a context manager that always stops it."""
 
@@ -180,12 +213,26 @@ class SwitchProcess:
             alive_and_listening()
             wait_for_tcp(self.spec.grpc_address, timeout=timeout,
                          what=f"switch {self.spec.name} P4Runtime server ({self.spec.target})")
-            alive_and_listening()
+            self._wait_own_listener(timeout, alive_and_listening)
         except BaseException:
             self.stop()
             raise
         self.startup_seconds = time.monotonic() - self._t0
         return self
+
+    def _wait_own_listener(self, timeout: float, alive: Callable[[], bool]) -> None:
+        """Until the port's listening socket is this process's own: another process answering
+        on it (a port handed to two runs at once) is not this switch being ready."""
+        port = int(self.spec.grpc_address.rsplit(":", 1)[1])
+        deadline = time.monotonic() + timeout
+        while True:
+            alive()  # a switch that could not bind exits: say so, with its log
+            if self.proc is None or listens(self.proc.pid, port):
+                return
+            if time.monotonic() > deadline:
+                raise EmulationError(f"switch {self.spec.name}: port {port} answers, but not from this switch "
+                                     f"(pid {self.proc.pid}): another process holds it")
+            time.sleep(0.02)
 
     def _log_tail(self) -> str:
         if self._log_path is None or not self._log_path.exists():
