@@ -30,6 +30,7 @@ from mlfabric_emulation.teardown import stop_network
 
 from controller.bmv2_thrift import assign_thrift_ports, thrift_support
 from controller.cli.switch_args import current_fabric_path
+from controller.dashboard import journal
 from controller.errors import EmulationError
 from controller.install import InstallOptions, install_fabric
 from controller.live_fabric import PARAM, FabricAccess
@@ -40,6 +41,7 @@ from controller.schedule.install import ClockReport, install_schedule
 from controller.schedule.model import Schedule
 from controller.topology import dump_topology, require_valid
 from controller.topology.generators import switch_mac
+from controller.topology.loader import topology_to_dict
 from controller.topology.model import ETHERNET_MTU, Topology
 from controller.topology.naming import switch_intf_name
 from workloads.aggregation.wire import service_address
@@ -269,7 +271,17 @@ class EmulatedFabric:
                     margin_us=self.margin_us)
         if self.publish:  # last: a published fabric is a ready one
             dump_topology(self.live, current_fabric_path())
+        journal.record("fabric-up", topology=topology_to_dict(self.live), switch_pids=self.switch_pids())
         return self
+
+    def switch_pids(self) -> dict[str, int]:
+        """The process of each switch that runs now."""
+        out = {}
+        for s in self.topo.switches:
+            proc = getattr(self.switch_process(s.name), "proc", None) if self.net is not None else None
+            if proc is not None and proc.poll() is None:
+                out[s.name] = proc.pid
+        return out
 
     def _configure_hosts(self) -> None:
         assert self.net is not None
@@ -345,6 +357,8 @@ class EmulatedFabric:
         finally:
             if self.publish and self.live is not None:
                 current_fabric_path().unlink(missing_ok=True)
+            if self.live is not None:
+                journal.record("fabric-down", name=self.live.name)
             if self._record is not None:
                 self._record.cleanup()
                 self._record = None

@@ -29,6 +29,7 @@ from mlfabric_emulation.stoppable_stdin import StoppableStdin
 
 from controller.cli.output import format_table
 from controller.cli.switch_args import current_fabric_path
+from controller.dashboard.beside import add_dashboard_options
 from controller.errors import MlfabricError
 from controller.experiments.results import new_results_dir
 from controller.schedule import load_schedule
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="optical fabrics: the ToRs send nothing in the first and last MARGIN us of a day")
     p.add_argument("--calendar-queues", action="store_true",
                    help="optical fabrics, Python target: ToRs hold a packet until its slot (an extension)")
+    add_dashboard_options(p)
     return p
 
 

@@ -18,10 +18,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from mlfabric_emulation.qdisc_stats import QdiscReader
 from mlfabric_emulation.shaped_link import htb_burst
 
 from controller.experiments.link_rate import LinkUse, QueueSample, link_use
+from controller.qdisc_stats import QdiscReader
 
 __all__ = ["LinkMonitor", "ShapedEnd"]
 

@@ -19,7 +19,6 @@ from pathlib import Path
 from controller.cli.help_text import ExperimentOptionsHelp, add_group_examples
 from controller.cli.output import add_json_flag
 from controller.errors import MlfabricError
-from mlfabric_base.numbers import positive_float
 from pybmv2.errors import TargetError
 
 __all__ = ["main"]
@@ -54,40 +53,6 @@ def _p4_check(args: argparse.Namespace) -> int:
     if not stale:
         print("every compiled pipeline matches its sources")
     return 1 if stale else 0
-
-
-def _dashboard(args: argparse.Namespace) -> int:
-    import time
-
-    from controller.cli.running_fabric import running_fabric
-    from controller.dashboard.server import Dashboard
-    from controller.errors import ConfigError
-    from controller.experiments.results import interrupt_on_signals
-
-    if not 0 <= args.port <= 65535:
-        raise ConfigError("mlfabric dashboard", "--port", args.port, "a TCP port, 0-65535 (0: any free one)")
-    if not 0.1 <= args.interval <= 60:
-        raise ConfigError("mlfabric dashboard", "--interval", args.interval, "seconds between samples, 0.1-60")
-    topo = running_fabric()
-    if topo is None:
-        raise ConfigError("mlfabric dashboard", "fabric", None,
-                          "no emulated fabric is running: start one with mlfabric fabric up FILE")
-    try:
-        board = Dashboard(topo, host=args.listen, port=args.port, interval_s=args.interval)
-    except OSError as exc:
-        raise ConfigError("mlfabric dashboard", "--listen/--port", f"{args.listen}:{args.port}",
-                          f"cannot listen there: {exc.strerror or exc}") from None
-    with interrupt_on_signals(), board:
-        print(f"dashboard of {topo.name}: {board.url} (Ctrl-C stops it)", flush=True)
-        if args.listen not in ("127.0.0.1", "localhost", "::1"):
-            print(f"listening on {args.listen}: anyone who reaches this port sees the fabric's names and rates",
-                  flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt as stop:
-            print(f"dashboard stopped ({stop or 'SIGINT'})")
-    return 0
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -146,9 +111,12 @@ EXPERIMENT_MODULES = {"rail-only": "rail_experiment", "checkmate": "checkmate_ex
 
 
 def _experiment(args: argparse.Namespace) -> int:
+    from controller.dashboard.beside import dashboard_beside
     from controller.emulation import run_emulation_module
 
-    return run_emulation_module(EXPERIMENT_MODULES[args.name], _passed_on(args.rest))
+    argv = _passed_on(args.rest)
+    with dashboard_beside(argv, f"mlfabric experiment run {args.name}"):
+        return run_emulation_module(EXPERIMENT_MODULES[args.name], argv)
 
 
 def _experiment_parser(name: str) -> Callable[[], argparse.ArgumentParser]:
@@ -161,9 +129,12 @@ def _experiment_parser(name: str) -> Callable[[], argparse.ArgumentParser]:
 
 
 def _fabric_up(args: argparse.Namespace) -> int:
+    from controller.dashboard.beside import dashboard_beside
     from controller.emulation import run_emulation_module
 
-    return run_emulation_module("fabric_up", _passed_on(args.rest))
+    argv = _passed_on(args.rest)
+    with dashboard_beside(argv, "mlfabric fabric up"):
+        return run_emulation_module("fabric_up", argv)
 
 
 def _fabric_status(args: argparse.Namespace) -> int:
@@ -284,18 +255,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_clean_net)
 
     p = sub.add_parser(
-        "dashboard", help="the running fabric live in the browser: its topology, each link coloured by its "
-                          "measured rate against its configured rate, updated every second",
-        epilog="example: mlfabric dashboard --port 8765 (then open http://127.0.0.1:8765/)",
-    )
-    p.add_argument("--listen", default="127.0.0.1",
-                   help="address to listen on (default 127.0.0.1: this machine only; another address shows "
-                        "the fabric's names and rates to whoever reaches it)")
-    p.add_argument("--port", type=int, default=8765, help="TCP port (default 8765; 0: any free one)")
-    p.add_argument("--interval", type=positive_float, default=1.0, help="seconds between samples (default 1)")
-    p.set_defaults(func=_dashboard)
-
-    p = sub.add_parser(
         "report", help="write a results folder's index.html: verdicts, regime, plots, table and raw files in "
                        "one self-contained page (every experiment writes it; this rebuilds it); given a folder "
                        "of runs (results/), a page listing them with their verdicts",
@@ -353,6 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from controller.cli import (
         aggregate_cmds,
+        dashboard_cmds,
         debug_cmds,
         device_cmds,
         host_cmds,
@@ -365,6 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     topology_cmds.register(sub)
+    dashboard_cmds.register(sub)
     rules_cmds.register(sub)
     device_cmds.register(sub)
     mirror_cmds.register(sub)

@@ -31,6 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from controller.dashboard import journal
+from controller.dashboard.beside import own_use_line
 from controller.errors import MlfabricError
 from controller.experiments.fidelity import Verdict, all_decided, fidelity_lines, verdicts_json
 from controller.experiments.html_report import write_index
@@ -63,6 +65,7 @@ def results_folder(experiment: str, out: Path | None, say: Callable[[str], None]
     folder = out or new_results_dir(experiment)
     folder.mkdir(parents=True, exist_ok=True)
     say(f"results folder: {folder}")
+    journal.record("run", experiment=experiment, folder=str(folder.resolve()))
     return folder
 
 
@@ -78,7 +81,8 @@ def run_units(units: Sequence[str], run: Callable[[str, Path], Any], out: Path, 
         with interrupt_on_signals(), tempfile.TemporaryDirectory(prefix="mlfabric-") as tmp:
             work = Path(tmp)
             (work / "logs").mkdir()
-            for unit in units:
+            for index, unit in enumerate(units, 1):
+                journal.record("unit", index=index, of=len(units), name=str(unit))
                 infos[unit] = run(unit, work)
                 if rows:
                     write_csv(out / csv_name, rows)
@@ -100,15 +104,20 @@ def write_outcome(out: Path, text: str, data: Mapping[str, Any], verdicts: Seque
     lines), its summary JSON (``data`` with ``regime``, ``fidelity`` and ``interrupted``)
     and, given ``rows``, their CSV; the table is printed too. Returns the table."""
     real = RealFabric()
-    lines = [text, *(regime_lines(real, regime) if regime is not None else []), *fidelity_lines(verdicts)]
+    own = own_use_line()
+    lines = [text, *(regime_lines(real, regime) if regime is not None else []), *fidelity_lines(verdicts),
+             *([own] if own else [])]
     table = "\n".join(lines)
     if interrupted:
         table += f"\ninterrupted: {interrupted}"
     (out / "table.txt").write_text(table + "\n")
     write_json(out / summary_name, {**data, "regime": regime_json(real, regime) if regime is not None else None,
-                                    "fidelity": verdicts_json(verdicts), "interrupted": interrupted})
+                                    "fidelity": verdicts_json(verdicts), "interrupted": interrupted,
+                                    **({"dashboard": own} if own else {})})
     if rows is not None:
         write_csv(out / csv_name, rows)
+    for v in verdicts:
+        journal.record("verdict", comparison=v.comparison, outcome=v.outcome, decided=v.decided, why=v.text())
     print()
     print(table)
     print()
@@ -150,5 +159,8 @@ def finish(out: Path, *, interrupted: str | None, failed: bool, verdicts: Sequen
         print(f"could not write {out / 'index.html'}: {exc}", file=sys.stderr)
     else:
         (say or print)(f"the run's page: {page}")
-    return exit_status(interrupted=interrupted, failed=failed, verdicts=verdicts, require_decided=require_decided,
-                       say=say)
+    status = exit_status(interrupted=interrupted, failed=failed, verdicts=verdicts, require_decided=require_decided,
+                         say=say)
+    journal.record("run-end", status=("interrupted" if interrupted else "failed" if failed
+                                      else "decided" if all_decided(verdicts) else "undecided"), exit=status)
+    return status

@@ -23,6 +23,8 @@ __all__ = ["INDEX", "MAX_EMBEDDED_BYTES", "FolderContents", "is_results_folder",
 INDEX = "index.html"
 #: raw files up to this size are embedded in the page; larger ones are linked beside it
 MAX_EMBEDDED_BYTES = 2_000_000
+#: the file a run's dashboard is kept in (controller.dashboard.recorder.FILE_NAME)
+DASHBOARD_FILE = "dashboard.sqlite"
 _RAW_SUFFIXES = {".csv": "text/csv", ".json": "application/json", ".txt": "text/plain", ".log": "text/plain"}
 _IMAGE_SUFFIXES = {".png": "image/png", ".svg": "image/svg+xml"}
 
@@ -47,6 +49,7 @@ class FolderContents:
     table: str | None
     images: tuple[tuple[str, bytes], ...] = ()
     raw: tuple[tuple[str, bytes | None, int], ...] = ()  # (name, content or None when too large, size)
+    kept_dashboard: str | None = None  # the file holding the run's dashboard (run with --dashboard)
 
 
 def _summary(folder: Path) -> tuple[str | None, Mapping[str, Any] | None]:
@@ -74,7 +77,8 @@ def read_folder(folder: Path) -> FolderContents:
         elif path.suffix in _RAW_SUFFIXES:
             size = path.stat().st_size
             raw.append((path.name, path.read_bytes() if size <= MAX_EMBEDDED_BYTES else None, size))
-    return FolderContents(folder.name, summary_name, summary, table, tuple(images), tuple(raw))
+    kept = DASHBOARD_FILE if (folder / DASHBOARD_FILE).is_file() else None
+    return FolderContents(folder.name, summary_name, summary, table, tuple(images), tuple(raw), kept)
 
 
 def is_results_folder(folder: Path) -> bool:
@@ -232,6 +236,9 @@ def render(contents: FolderContents) -> str:
         body += ["<h2>Table</h2>", f"<pre>{_e(contents.table)}</pre>"]
     body += _config(summary.get("config"))
     body += _files(contents.raw)
+    if contents.kept_dashboard:
+        body += ["<h2>Dashboard</h2>", f"<p>The run's dashboard was kept ({_e(contents.kept_dashboard)}): "
+                 f"<code>mlfabric dashboard --replay {_e(contents.name)}</code> shows it again.</p>"]
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>{_e(contents.name)}: mlfabric results</title><style>{_STYLE}</style></head>"
             f"<body>{''.join(body)}<p class='muted'>written by mlfabric from this folder "

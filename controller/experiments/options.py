@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from controller.dashboard.beside import add_dashboard_options
+
 __all__ = ["UNDECIDED_EXIT", "DefaultsFormatter", "add_common_options", "add_data_path_options", "experiment_parser"]
 
 #: the exit status of a run asked to decide (``--require-decided``) that could not
@@ -39,6 +41,7 @@ def add_common_options(p: argparse.ArgumentParser, name: str, *, repetitions: in
         p.add_argument("--repetitions", type=int, default=repetitions,
                        help="independent runs of everything; figures are mean ± sd over them")
     p.add_argument("--out", type=Path, default=None, help=f"results folder (default: results/{name}-<time>)")
+    add_dashboard_options(p)
     p.add_argument("--require-decided", action="store_true",
                    help="exit with status 3 when a comparison is undecided: a fidelity monitor (the machine's "
                         "or a switch's CPU) failed while it was measured")

@@ -207,10 +207,12 @@ class P4RuntimeClient:
     def _election(self) -> p4runtime_pb2.Uint128:
         return p4runtime_pb2.Uint128(high=self.election_id >> 64, low=self.election_id & ((1 << 64) - 1))
 
-    def connect(self, *, wait: float | None = None) -> P4RuntimeClient:
+    def connect(self, *, wait: float | None = None, arbitrate: bool = True) -> P4RuntimeClient:
         """Open the channel and the stream, and take part in arbitration.
 
         Waits up to ``wait`` seconds (default: the client timeout) for the server.
+        ``arbitrate=False``: the channel only, for a reader (P4Runtime serves Read to any
+        client), which then neither becomes the primary nor competes with the controller.
         """
         wait = self.timeout if wait is None else wait
         self._channel = grpc.insecure_channel(self.address, options=CHANNEL_OPTIONS)
@@ -221,6 +223,8 @@ class P4RuntimeClient:
             self._channel = None
             raise ReadinessTimeout(f"no P4Runtime server at {self.address} after {wait:.1f} s") from None
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
+        if not arbitrate:
+            return self
         self._stream_thread = threading.Thread(target=self._stream_loop, name=f"p4rt-{self.address}", daemon=True)
         self._stream_thread.start()
         arb = p4runtime_pb2.StreamMessageRequest()

@@ -10,11 +10,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from controller.dashboard import journal
+from controller.dashboard.journal import wall_time_of
 from controller.errors import MlfabricError, ReconfigurationError
 from controller.reconfigure.plan import FlipTimes, commit_rules, flip_times, prepare_rules
 from controller.reconfigure.session import FabricSession, LiveSwitch
 from controller.schedule.clock import controller_now_us
-from controller.schedule.install import check_fits
+from controller.schedule.install import check_fits, record_schedule
 from controller.schedule.model import Schedule
 from controller.topology.model import Topology
 
@@ -114,6 +116,7 @@ def _run(session: FabricSession, schedule: Schedule, t0: float, *, routing: str,
         prepared = session.parallel(write)
     except BaseException as exc:
         _rollback(session, version)
+        journal.record("reconfiguration", phase="rollback", schedule=schedule.name, version=version)
         late = controller_now_us() - times.cut_us
         when = (f"after the cut, {late / 1000:.0f} ms too late: traffic may have been disrupted meanwhile "
                 "(raise --lead-us)") if late > 0 else "before the cut"
@@ -123,6 +126,10 @@ def _run(session: FabricSession, schedule: Schedule, t0: float, *, routing: str,
         raise
     committed_ms = _ms_since(t0)
     session.version = version
+    journal.record("reconfiguration", phase="commit", schedule=schedule.name, version=version)
+    journal.record("reconfiguration", phase="cut", schedule=schedule.name, version=version,
+                   at=wall_time_of(times.cut_us))
+    record_schedule(schedule, times.epoch_us)
     say(f"committed on {len(live)} switches in {committed_ms:.0f} ms; the fabric flips at the cut, "
         f"{(times.cut_us - controller_now_us()) / 1000:.0f} ms from now")
     finished_ms = collected_ms = None
@@ -132,9 +139,11 @@ def _run(session: FabricSession, schedule: Schedule, t0: float, *, routing: str,
             time.sleep(wait)
         session.parallel(lambda x: x.finish())
         finished_ms = _ms_since(t0)
+        journal.record("reconfiguration", phase="finish", schedule=schedule.name, version=version)
         say(f"finished at {finished_ms:.0f} ms; deleting the old configuration's entries")
         session.parallel(lambda x: x.collect(version))
         collected_ms = _ms_since(t0)
+        journal.record("reconfiguration", phase="clean-up", schedule=schedule.name, version=version)
     reports = tuple(SwitchReport(x.sw.name, x.sw.role, n, (acks[x.sw.name] - t0) / 1000,
                                  (times.cut_us - acks[x.sw.name]) / 1000)
                     for x, n in zip(live, prepared, strict=True))

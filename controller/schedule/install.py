@@ -15,6 +15,8 @@ import concurrent.futures
 import contextlib
 from dataclasses import dataclass
 
+from controller.dashboard import journal
+from controller.dashboard.journal import wall_time_of
 from controller.errors import ConfigError, MlfabricError
 from controller.install import pipeline_schema
 from controller.p4runtime.client import P4RuntimeClient
@@ -31,7 +33,7 @@ from controller.schedule.ocs_rules import (
 from controller.schedule.tor_rules import SCHEDULED_TABLES, tor_schedule_rules
 from controller.topology.model import Switch, Topology
 
-__all__ = ["ClockReport", "check_fits", "circuit_switches", "install_schedule", "stop_schedule"]
+__all__ = ["ClockReport", "check_fits", "circuit_switches", "install_schedule", "record_schedule", "stop_schedule"]
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,16 @@ def install_schedule(topo: Topology, schedule: Schedule, *, routing: str = "dire
             futures = [pool.submit(circuit, u, sw) for u, sw in enumerate(ocs)]
             futures += [pool.submit(tor, sw) for sw in tors]
             reports = [f.result() for f in futures]
+    record_schedule(schedule, epoch)
     return epoch, reports
+
+
+def record_schedule(schedule: Schedule, epoch_us: float) -> None:
+    """The journal's ``schedule`` event: ``schedule`` runs from ``epoch_us`` (controller clock)."""
+    journal.record("schedule", name=schedule.name, schedule_kind=schedule.kind, slice_us=schedule.slice_us,
+                   period_us=schedule.period_us, epoch_t=wall_time_of(epoch_us),
+                   circuits=[{"slices": [list(m) for m in p.slices], "offset_us": p.offset_us}
+                             for p in schedule.circuits])
 
 
 def stop_schedule(topo: Topology, *, election_id: int = 1) -> list[str]:

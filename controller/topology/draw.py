@@ -1,4 +1,4 @@
-"""Draw a fabric: servers at the bottom, rail/leaf switches above, spines on top, every
+"""Draw a fabric: servers at the bottom, rail/leaf switches and ToRs above, spines and circuit switches on top, every
 rail's links in its own colour."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from controller.topology.model import Topology
 
 __all__ = ["draw_topology", "label_rotation", "positions", "topology_figure"]
 
-_TIER = {"rail": 1, "leaf": 1, "tor": 1, "hb-domain": 1, "ocs": 1, "spine": 2}
+_TIER = {"rail": 1, "leaf": 1, "tor": 1, "hb-domain": 1, "ocs": 2, "spine": 2}
 
 
 def positions(topo: Topology) -> dict[str, tuple[float, float]]:

@@ -89,3 +89,10 @@ def test_a_folder_of_runs_gets_a_listing_newest_first_and_each_run_its_page(tmp_
     again = subprocess.run([sys.executable, "-m", "controller.cli", "report", str(tmp_path)], cwd=REPO,
                            capture_output=True, text=True, timeout=60)
     assert again.returncode == 0 and (tmp_path / "index.html").read_text() == listing  # pages do not reorder it
+
+
+def test_a_kept_dashboard_is_named_with_the_command_that_replays_it(tmp_path: Path) -> None:
+    (tmp_path / "summary.json").write_text(json.dumps(_summary(True)))
+    assert "--replay" not in write_index(tmp_path).read_text()
+    (tmp_path / "dashboard.sqlite").write_bytes(b"")
+    assert f"mlfabric dashboard --replay {tmp_path.name}" in write_index(tmp_path).read_text()
