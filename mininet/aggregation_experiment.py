@@ -28,6 +28,7 @@ from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 
 from controller.aggregate import install_aggregation
 from controller.aggregate.job import ShadowSpec
+from controller.dashboard import journal
 from controller.errors import MlfabricError
 from controller.experiments.aggregation import (
     LOSSY,
@@ -192,6 +193,9 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, settings: Agg
                     row.update({**_row(fabric, cmd, results, sent, busiest), **cpu_row(used[0]),
                                 **breakdown_row(used[0], by_workers[0])})
                     rows.append(row)
+                    journal.record("aggregation", fabric=fabric, op=row["op"], kb=row["kb"], ok=row["ok"],
+                                   seconds=row["seconds"] if row["ok"] else None, slots=settings.slots,
+                                   counters=row["aggregation"])
                     status = f"{row['seconds']:.3f} s" if row["ok"] else f"FAILED ({row['error']})"
                     held = "; ".join(b.text() for b in breaches(row))
                     _say(f"{fabric}: rep {it} {row['op']:<21} {row['kb']:>5} KiB {status}, busiest NIC sent "

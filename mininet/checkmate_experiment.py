@@ -41,6 +41,7 @@ from mlfabric_emulation.fabric_net import EmulatedFabric, check_free
 from mlfabric_emulation.fabric_workers import path_probe
 from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 
+from controller.dashboard import journal
 from controller.errors import MlfabricError
 from controller.experiments.checkmate import (
     MIRROR,
@@ -177,6 +178,8 @@ def _run(job: CheckmateJob, cfg: CheckmateConfig, conf: Configuration, rep: int 
                 row = {"config": conf.name, "rep": rep, **train_iteration(group, training, it)}
                 rows.append(row)
                 block.append(row)
+                journal.record("checkmate", config=conf.name, rep=rep, iteration=it, of=iterations, ok=row["ok"],
+                               mirrored=conf.mirror)
                 if not row["ok"]:
                     _say(f"{conf.name} rep {rep}: iteration {it} FAILED: {row['error'][:120]}")
                     return False
@@ -193,6 +196,10 @@ def _run(job: CheckmateJob, cfg: CheckmateConfig, conf: Configuration, rep: int 
         if shadow is not None:
             shadow.wait_applied(iterations - 1, timeout_s=10)
     events = shadow.events() if shadow is not None else None  # after it stopped: with its counters
+    if events is not None:
+        journal.record("shadow", config=conf.name, rep=rep, iterations=iterations,
+                       applied=len({e["iteration"] for e in events if e.get("event") == "applied"}),
+                       resyncs=sum(1 for e in events if e.get("event") == "resync"))
     ok = [r for r in block if r["ok"]]
     mean = sum(r["seconds"] for r in ok[1:]) / max(1, len(ok) - 1)
     _say(f"rep {rep} {conf.name:<16} {len(ok)} iterations, mean {mean * 1000:.1f} ms, "

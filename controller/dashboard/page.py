@@ -24,6 +24,7 @@ tr.clickable{cursor:pointer} tr.clickable:hover{background:#f4f5f9}
 <h1 id="title">mlfabric dashboard</h1>
 <p class="muted" id="status">connecting...</p>
 <p id="run" class="muted">no experiment is running</p>
+<ul id="job" class="muted"></ul>
 <svg id="fabric" viewBox="0 0 1000 420" preserveAspectRatio="none"></svg>
 <h2>Time line <span class="muted" id="timeline-note">(the last 2 minutes)</span></h2>
 <svg id="timeline" viewBox="0 0 1000 70" preserveAspectRatio="none"></svg>
@@ -116,6 +117,8 @@ function run(s) {
   el.textContent = r ? `${r.experiment}: ${r.status}${r.unit ? ", unit " + r.unit : ""} (results: ${r.folder})`
                      : "no experiment is running";
   el.setAttribute("data-status", r ? r.status : "");
+  document.getElementById("job").innerHTML = Object.entries(s.job || {}).map(([k, text]) =>
+    `<li data-job="${esc(k)}">${esc(text)}</li>`).join("");
   document.querySelector("#verdicts tbody").innerHTML = (s.verdicts || []).map(v =>
     `<tr data-comparison="${esc(v.comparison)}"><td>${esc(v.comparison)}</td>` +
     `<td class="${v.decided ? "decided" : "undecided"}">${esc(v.outcome)}</td><td>${esc(v.why)}</td></tr>`).join("");

@@ -54,6 +54,7 @@ class FabricView:
     verdicts: list[Mapping[str, Any]] = field(default_factory=list)
     schedule: Mapping[str, Any] | None = None
     timeline: deque[Mapping[str, Any]] = field(default_factory=lambda: deque(maxlen=TIMELINE))
+    job: dict[str, str] = field(default_factory=dict)  # the latest of each job event, as a line
     _since: float = 0.0  # when the last fabric came or went
 
     def apply(self, event: Mapping[str, Any]) -> None:
@@ -75,7 +76,7 @@ class FabricView:
         elif kind == "run":
             self.run = {"experiment": event.get("experiment"), "folder": event.get("folder"),
                         "units": event.get("units"), "unit": None, "status": "running", "started": event.get("t")}
-            self.verdicts = []
+            self.verdicts, self.job = [], {}
         elif kind == "unit" and self.run is not None:
             self.run["unit"] = f"{event.get('index')} of {event.get('of')}: {event.get('name')}"
         elif kind == "verdict":
@@ -84,6 +85,8 @@ class FabricView:
             self.run["status"] = event.get("status")
         elif kind == "schedule":
             self.schedule = event
+        elif kind in _JOB_KINDS:
+            self.job[str(kind)] = _job_text(event)
         if kind in _TIMELINE_KINDS:
             self.timeline.append(_brief(event))
 
@@ -99,7 +102,7 @@ class FabricView:
     def snapshot(self, now: float) -> dict[str, Any]:
         topo = None if self.fabric is None else self.fabric.get("topology") or {}
         return {"fabric": None if topo is None else topo.get("name"), "fabric_seq": self.fabric_seq,
-                "run": self.run, "verdicts": list(self.verdicts), "schedule": self._slices(now),
+                "run": self.run, "verdicts": list(self.verdicts), "job": dict(self.job), "schedule": self._slices(now),
                 "timeline": list(self.timeline)}
 
     def _slices(self, now: float) -> dict[str, Any] | None:
@@ -116,6 +119,33 @@ class FabricView:
             now_in.append({"slice": index, "matching": None if index is None else slices[index]})
         return {"name": s.get("name"), "kind": s.get("schedule_kind"), "slice_us": slice_us, "period_us": period_us,
                 "circuits": now_in}
+
+
+_JOB_KINDS = ("checkmate", "shadow", "aggregation")
+
+
+def _job_text(event: Mapping[str, Any]) -> str:
+    """A job's latest progress in one line.
+
+    >>> _job_text({"kind": "shadow", "config": "mirror", "rep": 0, "iterations": 40, "applied": 40, "resyncs": 1})
+    "Checkmate's shadow (mirror, repetition 0): replicated 40 of 40 iterations, 1 resyncs"
+    >>> _job_text({"kind": "aggregation", "fabric": "rail-only", "op": "innet_allreduce", "kb": 1024, "ok": True,
+    ...            "seconds": 0.5, "slots": 64, "counters": {"retransmitted": 3}})
+    'in-network aggregation on rail-only: innet_allreduce of 1024 KiB in 0.500 s, a pool of 64 slots per switch; retransmitted 3'
+    """
+    e = event
+    kind = e.get("kind")
+    if kind == "checkmate":
+        return (f"Checkmate ({e.get('config')}, repetition {e.get('rep')}): iteration {e.get('iteration')} of "
+                f"{e.get('of')}{' mirrored to the shadow' if e.get('mirrored') else ''}"
+                f"{'' if e.get('ok') else ', FAILED'}")
+    if kind == "shadow":
+        return (f"Checkmate's shadow ({e.get('config')}, repetition {e.get('rep')}): replicated {e.get('applied')} "
+                f"of {e.get('iterations')} iterations, {e.get('resyncs')} resyncs")
+    counters = "; ".join(f"{k} {v}" for k, v in sorted((e.get("counters") or {}).items()))
+    took = f"in {e.get('seconds'):.3f} s" if e.get("ok") and e.get("seconds") is not None else "FAILED"
+    return (f"in-network aggregation on {e.get('fabric')}: {e.get('op')} of {e.get('kb')} KiB {took}, a pool of "
+            f"{e.get('slots')} slots per switch" + (f"; {counters}" if counters else ""))
 
 
 def _brief(event: Mapping[str, Any]) -> dict[str, Any]:
