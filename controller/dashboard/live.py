@@ -73,6 +73,16 @@ def switch_ports(topo: Topology) -> dict[str, dict[int, str]]:
     return out
 
 
+def port_rates(topo: Topology) -> dict[str, float | None]:
+    """The configured rate (Mbit/s) of each switch port's link (None: unshaped)."""
+    out: dict[str, float | None] = {}
+    for lk in topo.links:
+        for ep in (lk.a, lk.b):
+            if topo.is_switch(ep.node):
+                out[switch_intf_name(ep.node, ep.port)] = lk.rate_mbps
+    return out
+
+
 def pid_alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists()
 
@@ -97,6 +107,7 @@ class LiveSampler:
         self._drawing: dict[str, Any] = EMPTY_DRAWING
         self._interfaces: list[str] = []
         self._ports: dict[str, dict[int, str]] = {}
+        self._rates: dict[str, float | None] = {}
         self._pids: dict[str, int] = {}
         self._recorder: Recorder | None = None
         self._lock = threading.Lock()
@@ -158,6 +169,7 @@ class LiveSampler:
             self._drawn_seq = self.view.fabric_seq
             self._interfaces = [] if topo is None else sorted({watched_interface(topo, lk) for lk in topo.links})
             self._ports = {} if topo is None else switch_ports(topo)
+            self._rates = {} if topo is None else port_rates(topo)
             self._pids = {} if fabric is None else {str(k): int(v) for k, v in (fabric.get("switch_pids") or {}).items()}
         if self._queues is not None:
             self._queues.close()  # a new fabric's interfaces: read their names afresh
@@ -205,7 +217,7 @@ class LiveSampler:
             links = [r.as_json() for r in link_rates(topo, counters0, counters1, t1 - t0)]
             queues = self._queues.read() if self._queues is not None else {}
             drops = read_port_drops({i for p in self._ports.values() for i in p.values()}, self._root)
-            switches = switch_rows(self._ports, cpu0, cpu1, t1 - t0, queues, drops)
+            switches = switch_rows(self._ports, cpu0, cpu1, t1 - t0, queues, drops, self._rates)
         now = time.time()
         return {"seq": seq, "t": now, "fabric_seq": seq1, "links": links, "switches": switches,
                 **self.view.snapshot(now)}

@@ -17,7 +17,7 @@ svg#timeline{width:100%;height:70px;border:1px solid #e3e5ee;border-radius:6px;b
 line.link{stroke:#c9ccd8;stroke-width:2} circle.host{fill:#3d5a80} rect.switch{fill:#ee6c4d}
 text{font-size:10px;fill:#333} table{border-collapse:collapse;margin-top:.3em}
 td,th{border:1px solid #e3e5ee;padding:.2em .6em;text-align:right} th{background:#f4f5f9}
-td:first-child{text-align:left} .grid{display:grid;grid-template-columns:1fr 1fr;gap:0 2em}
+td:first-child,th:first-child{text-align:left} .grid{display:grid;grid-template-columns:1fr 1fr;gap:0 2em}
 tr.clickable{cursor:pointer} tr.clickable:hover{background:#f4f5f9}
 .decided{color:#1b7f3b} .undecided{color:#b3261e} #run{margin:.3em 0}
 </style></head><body>
@@ -38,8 +38,8 @@ tr.clickable{cursor:pointer} tr.clickable:hover{background:#f4f5f9}
 <tbody></tbody></table>
 </div><div>
 <h2>Switches <span class="muted">(click one for its tables)</span></h2>
-<table id="switches"><thead><tr><th>switch</th><th>CPU (of a core)</th><th>queued bytes</th><th>drops</th>
-</tr></thead><tbody></tbody></table>
+<table id="switches"><thead><tr><th>switch</th><th>CPU (of a core)</th><th>queued bytes</th>
+<th>longest wait</th><th>drops</th></tr></thead><tbody></tbody></table>
 <div id="tables"></div>
 <h2>Schedule</h2><div id="schedule" class="muted">no optical schedule installed</div>
 </div></div>
@@ -109,7 +109,8 @@ function links(s) {
 function switches(s) {
   document.querySelector("#switches tbody").innerHTML = (s.switches || []).map(w =>
     `<tr class="clickable" data-switch="${esc(w.switch)}"><td>${esc(w.switch)}</td>` +
-    `<td>${w.cpu === null ? "-" : (100 * w.cpu).toFixed(1) + "%"}</td><td>${w.backlog_bytes}</td><td>${w.drops}</td></tr>`).join("");
+    `<td>${w.cpu === null ? "-" : (100 * w.cpu).toFixed(1) + "%"}</td><td>${w.backlog_bytes}</td>` +
+    `<td>${w.queue_ms === null || w.queue_ms === undefined ? "-" : w.queue_ms.toFixed(2) + " ms"}</td><td>${w.drops}</td></tr>`).join("");
   document.querySelectorAll("#switches tr.clickable").forEach(tr => tr.onclick = () => showTables(tr.dataset.switch));
 }
 function run(s) {

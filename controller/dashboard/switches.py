@@ -7,6 +7,9 @@ tables' entry counts over P4Runtime.
 ...                    {"rail0-eth1": PortQueue(3000, 2, 5)}, {"rail0-eth1": 1})
 >>> rows[0]["cpu"], rows[0]["backlog_bytes"], rows[0]["drops"], rows[0]["ports"][0]["qlen"]
 (0.5, 3000, 6, 2)
+>>> switch_rows({"rail0": {1: "rail0-eth1"}}, {}, {}, 1.0, {"rail0-eth1": PortQueue(125_000, 9, 0)}, {},
+...             {"rail0-eth1": 100.0})[0]["queue_ms"]
+10.0
 """
 
 from __future__ import annotations
@@ -32,24 +35,33 @@ class PortQueue:
 
 def switch_rows(ports: Mapping[str, Mapping[int, str]], cpu_before: Mapping[str, float],
                 cpu_after: Mapping[str, float], seconds: float, queues: Mapping[str, PortQueue],
-                nic_drops: Mapping[str, int]) -> list[dict[str, Any]]:
+                nic_drops: Mapping[str, int], rates_mbps: Mapping[str, float | None] | None = None
+                ) -> list[dict[str, Any]]:
     """One row per switch: ``cpu`` (cores, None when its process was not read twice), the
-    backlog summed over its ports, drops (queue and interface) summed, and each port."""
+    backlog summed over its ports, drops (queue and interface) summed, and each port. A
+    port whose link has a rate also gets ``queue_ms``: how long its backlog takes to drain at
+    that rate (the wait of a packet joining the queue now), and the switch its worst."""
     rows = []
     for name, by_port in ports.items():
         cpu = None
         if name in cpu_before and name in cpu_after and seconds > 0:
             cpu = round(max(0.0, cpu_after[name] - cpu_before[name]) / seconds, 4)
         port_rows = []
+        waits: list[float] = []
         backlog = drops = 0
         for port, ifname in sorted(by_port.items()):
             q = queues.get(ifname)
             dropped = (q.drops if q else 0) + nic_drops.get(ifname, 0)
             backlog += q.backlog_bytes if q else 0
             drops += dropped
+            rate = (rates_mbps or {}).get(ifname)
+            wait = round(q.backlog_bytes * 8 / (rate * 1e3), 3) if q and rate else None
+            if wait is not None:
+                waits.append(wait)
             port_rows.append({"port": port, "interface": ifname, "backlog_bytes": q.backlog_bytes if q else None,
-                              "qlen": q.qlen if q else None, "drops": dropped})
-        rows.append({"switch": name, "cpu": cpu, "backlog_bytes": backlog, "drops": drops, "ports": port_rows})
+                              "qlen": q.qlen if q else None, "drops": dropped, "queue_ms": wait})
+        rows.append({"switch": name, "cpu": cpu, "backlog_bytes": backlog, "drops": drops,
+                     "queue_ms": max(waits) if waits else None, "ports": port_rows})
     return rows
 
 

@@ -76,6 +76,6 @@ def test_the_dashboard_serves_the_fabric_and_sees_a_busy_link(target_name: str, 
     # read twice from /proc (its 10 ms ticks: a switch forwarding 10 Mbit/s may read 0 over a 0.5 s sample)
     assert rail0["switch"] == "rail0" and rail0["cpu"] is not None and 0 <= rail0["cpu"] < 2, rail0
     assert {p["interface"] for p in rail0["ports"]} == {"rail0-eth1", "rail0-eth2"}
-    assert all(p["backlog_bytes"] is not None and p["drops"] >= 0 for p in rail0["ports"]), rail0
+    assert all(p["backlog_bytes"] is not None and p["drops"] >= 0 and p["queue_ms"] >= 0 for p in rail0["ports"]), rail0
     assert busy["fabric"] == topo.name and busy["dashboard_cpu"] < 0.05
     assert sum(tables["tables"].values()) >= 2 and all(n >= 0 for n in tables["tables"].values()), tables
