@@ -18,7 +18,7 @@ from mlfabric_emulation.fabric_net import EmulatedFabric
 from mlfabric_emulation.host_config import rto_min_commands
 
 from controller.errors import EmulationError
-from controller.experiments.rail_only import ExperimentConfig
+from controller.experiments.rail_only import ExperimentConfig, is_fat_tree
 from controller.topology.model import Topology
 from workloads.driver import WorkerGroup
 from workloads.plan import Rank
@@ -80,7 +80,7 @@ def workers(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig, fabric: 
     config = {"ranks": [dataclasses.asdict(r) for r in ranks],
               "servers": cfg.servers, "rails": cfg.rails, "port": 7000, "timeout_s": cfg.worker_timeout_s,
               # a fat-tree reaches every GPU; rail-only only the same server and rail
-              "mesh": "full" if fabric == "fat-tree" else "rail", "tcp_congestion": cfg.tcp_congestion,
+              "mesh": "full" if is_fat_tree(fabric) else "rail", "tcp_congestion": cfg.tcp_congestion,
               "sock_buf_bytes": cfg.sock_buf_bytes, "local": "unix" if cfg.nvlink == "unix" else "tcp",
               "nvlink_bytes_per_s": cfg.nvlink_bytes_per_s if cfg.nvlink == "unix" else 0.0}
     config_path = workdir / f"workers-{fabric}.json"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -54,14 +55,15 @@ from controller.experiments.options import (
     experiment_parser,
 )
 from controller.experiments.rail_only import (
-    FABRICS,
-    OPS,
     ExperimentConfig,
     comparison,
     emulated_bill,
     fabrics_for,
+    is_fat_tree,
     model_times,
+    ops_of,
     regime_of,
+    suffix_of,
     summarize,
 )
 from controller.experiments.results import (
@@ -88,7 +90,7 @@ def _say(msg: str) -> None:
 
 def _commands(cfg: ExperimentConfig, fabric: str, it: int) -> list[dict]:
     cmds = []
-    for op in OPS[fabric]:
+    for op in ops_of(fabric):
         size = cfg.alltoall_bytes if "alltoall" in op else cfg.allreduce_bytes
         cmds.append({"op": op, "bytes": size, "iter": it}
                     | ({"schedule": cfg.alltoall_schedule} if "alltoall" in op else {}))
@@ -118,7 +120,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
     info: dict = {}
     _say(f"{fabric}: building {len(topo.switches)} switches, {len(topo.hosts)} servers, {len(topo.links)} links "
          f"({cfg.target} target)")
-    with EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, source_routing=(fabric == "fat-tree"),
+    with EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, source_routing=is_fat_tree(fabric),
                         super_frames=cfg.super_frames,
                         log_dir=workdir / "logs" / fabric) as fab:
         info["bring_up_s"] = round(fab.timings.bring_up_s, 2)
@@ -129,7 +131,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
              f"{info['path']['rtt_ms']:.3f} ms")
         meter = (PortCounterMeter(fab.live, "port_tx", lambda sw, port, peer: sw.role in ("rail", "leaf")
                                   and fab.live.is_switch(peer.node))
-                 if fabric == "fat-tree" and fab.live is not None else None)
+                 if is_fat_tree(fabric) and fab.live is not None else None)
         names = [s.name for s in topo.switches]
         info["engines"] = fabric_engines(cfg.target, fab.log_dir, names)
         _say(f"{fabric}: switches run the {engines_text(info['engines'])}")
@@ -175,16 +177,34 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
 COMPARISONS = {"allreduce": ("allreduce", "allreduce"), "alltoall": ("hier_alltoall", "alltoall")}
 
 
-def _verdicts(rows: list[dict]) -> tuple[dict[str, Verdict], dict[str, dict[str, float]]]:
+def comparison_name(name: str, fat_tree: str) -> str:
+    """``allreduce`` against the only fat-tree, ``allreduce vs fat-tree-spray`` against one of several."""
+    return name if fat_tree == "fat-tree" else f"{name} vs {fat_tree}"
+
+
+def _verdicts(rows: list[dict], fat_tree_names: list[str]) -> tuple[dict[str, Verdict], dict[str, dict[str, float]]]:
     """Each comparison's verdict and its ratio's spread, paired by iteration (the one rule:
-    :func:`controller.experiments.comparisons.judge_ratio`)."""
+    :func:`controller.experiments.comparisons.judge_ratio`), against every fat-tree."""
     out, spreads = {}, {}
-    for name, (mine, theirs) in COMPARISONS.items():
-        out[name], spreads[name] = judge_ratio(
-            name, "rail-only is",
-            Side(f"rail-only {mine}", [r for r in rows if (r["fabric"], r["op"]) == ("rail-only", mine)]),
-            Side(f"fat-tree {theirs}", [r for r in rows if (r["fabric"], r["op"]) == ("fat-tree", theirs)]))
+    for ft in fat_tree_names:
+        for base, (mine, theirs) in COMPARISONS.items():
+            name = comparison_name(base, ft)
+            out[name], spreads[name] = judge_ratio(
+                name, "rail-only is",
+                Side(f"rail-only {mine}", [r for r in rows if (r["fabric"], r["op"]) == ("rail-only", mine)]),
+                Side(f"{ft} {theirs}", [r for r in rows if (r["fabric"], r["op"]) == (ft, theirs)]))
     return out, spreads
+
+
+def uplink_share_text(rows: list[dict], fat_tree: str) -> str | None:
+    """The busiest spine uplink's share of its fair share during the fat-tree's all-to-alls:
+    median and worst over the iterations (None when it was not measured)."""
+    shares = sorted(r["uplink_imbalance"] for r in rows if r["fabric"] == fat_tree and r["op"] == "alltoall"
+                    and r.get("uplink_imbalance"))
+    if not shares:
+        return None
+    return (f"busiest spine uplink during the all-to-alls, {fat_tree}: {statistics.median(shares):.2f}x its fair "
+            f"share (median; worst {shares[-1]:.2f}x, over {len(shares)})")
 
 
 def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
@@ -193,7 +213,8 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
     the verdicts."""
     params = load_cost_params()
     bills = {f: emulated_bill(topos[f], params.costs) for f in topos}
-    base = bills["fat-tree"]
+    fat_tree_names = [f for f in topos if is_fat_tree(f)]
+    base = bills[fat_tree_names[0]]
     summary = summarize(rows)
     ratios = comparison(summary)
     model = model_times(cfg)
@@ -217,18 +238,24 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
         f" {cfg.iterations} iterations",
         "", format_table(fabric_rows), "", format_table(coll_rows), "",
     ]
-    verdicts, spreads = _verdicts(rows)
+    verdicts, spreads = _verdicts(rows, fat_tree_names)
 
     def spread_text(name: str) -> str:
         sp = spreads[name]
         return (f"{sp['mean']:.3f} ± {sp['sd']:.3f}, 95% CI {sp['low']:.3f}-{sp['high']:.3f} over {sp['n']} "
                 f"iterations: {verdicts[name].text()}")
 
-    if "allreduce_ratio" in ratios:
-        lines.append(f"allreduce rail-only / fat-tree: {spread_text('allreduce')} (expected: even, within 5%)")
-    if "alltoall_ratio" in ratios:
-        lines.append(f"all-to-all rail-only (hierarchical) / fat-tree (direct): {spread_text('alltoall')} "
-                     "(paper: 1.08-1.11 with NVLink >> NIC)")
+    for ft in fat_tree_names:
+        scheme = f", {topos[ft].params.get('uplink_routing', 'ecmp')} load balancing" if len(fat_tree_names) > 1 else ""
+        if f"allreduce_ratio{suffix_of(ft)}" in ratios:
+            lines.append(f"allreduce rail-only / {ft}: {spread_text(comparison_name('allreduce', ft))} "
+                         f"(expected: even, within 5%{scheme})")
+        if f"alltoall_ratio{suffix_of(ft)}" in ratios:
+            lines.append(f"all-to-all rail-only (hierarchical) / {ft} (direct): "
+                         f"{spread_text(comparison_name('alltoall', ft))} (paper: 1.08-1.11 with NVLink >> NIC{scheme})")
+        share = uplink_share_text(rows, ft)
+        if share:
+            lines.append(share)
     cpu = {f: cpu_summary(r for r in rows if r["fabric"] == f) for f in topos}
     breakdown = {f: breakdown_summary(r for r in rows if r["fabric"] == f) for f in topos}
     for f in topos:
@@ -266,10 +293,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compute-ms", type=nonnegative_float, default=1000 * d.compute_s,
                    help="compute time per iteration in the iteration-time estimate")
     p.add_argument("--spines", type=int, default=2, help="spine switches of the fat-tree baseline")
-    p.add_argument("--fat-tree-routing", choices=UPLINK_ROUTINGS, default="ecmp",
-                   help="how the fat-tree's leaves pick an uplink: ecmp (a 5-tuple hash, as deployed: flows "
-                        "collide) or dst-server (d-mod-k: every pairwise all-to-all round evenly spread, the "
-                        "paper's ideal full bisection)")
+    p.add_argument("--load-balancing", nargs="+", choices=UPLINK_ROUTINGS, default=list(d.load_balancing),
+                   metavar="SCHEME",
+                   help="how the fat-tree's leaves pick an uplink, one fat-tree per scheme given, each compared with "
+                        "rail-only: ecmp (a 5-tuple hash, as plain fat-trees do: flows collide), flowlet (a flow "
+                        "moves to a re-hashed uplink when it pauses longer than --flowlet-gap-us, as LetFlow), "
+                        "spray (each packet to the next uplink, as adaptive-routing and packet-spraying AI fabrics "
+                        "do; the hosts' TCP absorbs the reordering), dst-server (d-mod-k: every pairwise all-to-all "
+                        "round evenly spread, the paper's ideal full bisection)")
+    p.add_argument("--flowlet-gap-us", type=int, default=d.flowlet_gap_us,
+                   help="flowlet load balancing: a pause longer than this ends a flowlet (µs)")
     p.add_argument("--alltoall-schedule", choices=ALLTOALL_SCHEDULES, default="concurrent",
                    help="how every all-to-all orders its transfers: all at once (concurrent, as NCCL's grouped "
                         "sends and receives do: the paper's setting) or pairwise rounds (as MPI does; over TCP "
@@ -301,7 +334,8 @@ def main(argv: list[str]) -> int:
                                iterations=a.iterations, warmup=a.warmup, allreduce_bytes=a.allreduce_kb * 1024,
                                alltoall_bytes=a.alltoall_kb * 1024, compute_s=a.compute_ms / 1000,
                                target=a.target, engine=a.engine, fail_rail=a.fail_rail, spines=a.spines,
-                               fat_tree_routing=a.fat_tree_routing, alltoall_schedule=a.alltoall_schedule,
+                               load_balancing=tuple(a.load_balancing), flowlet_gap_us=a.flowlet_gap_us,
+                               alltoall_schedule=a.alltoall_schedule,
                                tcp_congestion=a.tcp_congestion, tcp_rto_min_ms=a.tcp_rto_min_ms,
                                sock_buf_bytes=a.sock_buf_kb * 1024,
                                worker_timeout_s=a.worker_timeout, mtu=a.mtu, nvlink=a.nvlink,
@@ -313,7 +347,7 @@ def main(argv: list[str]) -> int:
         return refuse(exc)
     out = results_folder("rail-only", a.out, _say)
     rows: list[dict] = []
-    infos, interrupted = run_units(FABRICS, lambda fabric, work: run_fabric(fabric, topos[fabric], cfg, work, rows),
+    infos, interrupted = run_units(list(topos), lambda fabric, work: run_fabric(fabric, topos[fabric], cfg, work, rows),
                                    out, rows, _say)
     if interrupted is not None and set(topos) - set(infos):  # a fabric never ran: nothing to compare
         write_json(out / "summary.json", {"config": config_json(cfg), "interrupted": interrupted, "runs": infos})

@@ -23,12 +23,14 @@ from controller.models.collectives import (
 )
 from controller.models.cost import ComponentCosts
 from controller.topology import check_topology, rail_fat_tree, rail_only
+from controller.topology.generators import FLOWLET_GAP_US, UPLINK_ROUTINGS
 from controller.topology.model import JUMBO_MTU, MTU_RANGE, Topology
 from mlfabric_base.errors import refuse_nonfinite
 from workloads.config import CLUSTER_TCP_CONGESTION
 from workloads.plan import ALLTOALL_SCHEDULES
 
-__all__ = ["FABRICS", "MAX_SUPER_FRAMES", "NVLINK_KINDS", "OPS", "ExperimentConfig", "emulated_bill", "fabrics_for", "model_times", "regime_of", "summarize"]
+__all__ = ["FABRICS", "MAX_SUPER_FRAMES", "NVLINK_KINDS", "OPS", "ExperimentConfig", "emulated_bill", "fabrics_for",
+           "fat_trees", "is_fat_tree", "model_times", "ops_of", "regime_of", "suffix_of", "summarize"]
 
 FABRICS = ("rail-only", "fat-tree")
 #: how GPUs of one server talk: Unix sockets paced per GPU to the NVLink rate
@@ -55,9 +57,11 @@ class ExperimentConfig:
     #: intra-server ("NVLink") bandwidth as a multiple of the NIC rate, per GPU
     nvlink_factor: float = 8.0
     spines: int = 2
-    #: how the fat-tree's leaves pick an uplink (controller.topology.generators.UPLINK_ROUTINGS;
-    #: rail_fat_tree refuses another)
-    fat_tree_routing: str = "ecmp"
+    #: how the fat-tree's leaves pick an uplink (controller.topology.generators.UPLINK_ROUTINGS):
+    #: one fat-tree per scheme, each compared with rail-only
+    load_balancing: tuple[str, ...] = ("ecmp",)
+    #: a flowlet ends when its flow pauses this long (µs; the flowlet scheme)
+    flowlet_gap_us: int = FLOWLET_GAP_US
     #: how every all-to-all orders its transfers (workloads.plan.ALLTOALL_SCHEDULES)
     alltoall_schedule: str = "concurrent"
     iterations: int = 8
@@ -148,6 +152,12 @@ class ExperimentConfig:
             raise bad("super_frames", self.super_frames, f"must be 0 (frames only) to {MAX_SUPER_FRAMES}")
         if self.super_frames and self.target != "python":
             raise bad("super_frames", self.super_frames, "super-packets are a Python-target extension: 0 on bmv2")
+        if not self.load_balancing or len(set(self.load_balancing)) != len(self.load_balancing) \
+                or not set(self.load_balancing) <= set(UPLINK_ROUTINGS):
+            raise bad("load_balancing", list(self.load_balancing),
+                      f"one or more of {', '.join(UPLINK_ROUTINGS)}, each once")
+        if not 0 <= self.flowlet_gap_us < 1 << 48:
+            raise bad("flowlet_gap_us", self.flowlet_gap_us, "microseconds, 0 or more")
         return self
 
 
@@ -166,9 +176,32 @@ def fabrics_for(cfg: ExperimentConfig, rail_only_topology: Topology | None = Non
         topo = dataclasses.replace(topo, mtu=cfg.mtu, links=tuple(dataclasses.replace(lk, mtu=None) for lk in topo.links))
     else:
         topo = rail_only(cfg.servers, cfg.rails, rate_mbps=cfg.rate_mbps, mtu=cfg.mtu)
-    ft = rail_fat_tree(cfg.servers, cfg.rails, spines=cfg.spines, rate_mbps=cfg.rate_mbps, mtu=cfg.mtu,
-                       uplink_routing=cfg.fat_tree_routing)
-    return {"rail-only": topo, "fat-tree": ft}
+    out = {"rail-only": topo}
+    for name, scheme in fat_trees(cfg).items():
+        out[name] = rail_fat_tree(cfg.servers, cfg.rails, spines=cfg.spines, rate_mbps=cfg.rate_mbps, mtu=cfg.mtu,
+                                  uplink_routing=scheme, flowlet_gap_us=cfg.flowlet_gap_us)
+    return out
+
+
+def fat_trees(cfg: ExperimentConfig) -> dict[str, str]:
+    """Each fat-tree of the run and its load balancing: ``fat-tree`` when there is one,
+    ``fat-tree-SCHEME`` each when there are several.
+
+    >>> fat_trees(ExperimentConfig()), fat_trees(ExperimentConfig(load_balancing=("ecmp", "spray")))
+    ({'fat-tree': 'ecmp'}, {'fat-tree-ecmp': 'ecmp', 'fat-tree-spray': 'spray'})
+    """
+    if len(cfg.load_balancing) == 1:
+        return {"fat-tree": cfg.load_balancing[0]}
+    return {f"fat-tree-{scheme}": scheme for scheme in cfg.load_balancing}
+
+
+def is_fat_tree(fabric: str) -> bool:
+    return fabric == "fat-tree" or fabric.startswith("fat-tree-")
+
+
+def ops_of(fabric: str) -> tuple[str, ...]:
+    """The collectives a fabric runs (every fat-tree the fat-tree's)."""
+    return OPS["fat-tree" if is_fat_tree(fabric) else fabric]
 
 
 def emulated_bill(topo: Topology, prices: ComponentCosts) -> dict[str, float]:
@@ -208,7 +241,7 @@ def regime_of(cfg: ExperimentConfig, infos: Mapping[str, Any]) -> Emulated:
     """The emulation's side of the regime (controller.experiments.regime), from the
     fat-tree's probe of its longest GPU-to-GPU path (else rail-only's: each fabric's info's
     ``path``): the per-link latency, the shapers' queues, the hosts' minimum RTO."""
-    probe = next((infos[f]["path"] for f in ("fat-tree", "rail-only")
+    probe = next((infos[f]["path"] for f in (*sorted(f for f in infos if is_fat_tree(f)), "rail-only")
                   if isinstance(infos.get(f), Mapping) and infos[f].get("path")), None)
     return from_probe(probe, nic_mbps=cfg.rate_mbps, mtu=cfg.mtu, super_frames=cfg.super_frames,
                       min_rto_ms=cfg.tcp_rto_min_ms or 200.0, compute_ms=1000 * cfg.compute_s)
@@ -235,12 +268,21 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def suffix_of(fabric: str) -> str:
+    """What a fat-tree's names add to a comparison's: "" for the only fat-tree, ``_SCHEME`` else."""
+    return "" if fabric == "fat-tree" else "_" + fabric.removeprefix("fat-tree-")
+
+
 def comparison(summary: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """rail-only / fat-tree ratios: allreduce (same algorithm) and all-to-all (each fabric's best)."""
+    """rail-only / fat-tree ratios, per fat-tree: allreduce (same algorithm) and all-to-all
+    (each fabric's best); ``allreduce_ratio`` for the only fat-tree, ``allreduce_ratio_SCHEME``
+    for each of several."""
     t = {(s["fabric"], s["op"]): s["median_s"] for s in summary}
     out: dict[str, float] = {}
-    if ("rail-only", "allreduce") in t and ("fat-tree", "allreduce") in t:
-        out["allreduce_ratio"] = t[("rail-only", "allreduce")] / t[("fat-tree", "allreduce")]
-    if ("rail-only", "hier_alltoall") in t and ("fat-tree", "alltoall") in t:
-        out["alltoall_ratio"] = t[("rail-only", "hier_alltoall")] / t[("fat-tree", "alltoall")]
+    for ft in sorted({s["fabric"] for s in summary if is_fat_tree(s["fabric"])}):
+        end = suffix_of(ft)
+        if ("rail-only", "allreduce") in t and (ft, "allreduce") in t:
+            out[f"allreduce_ratio{end}"] = t[("rail-only", "allreduce")] / t[(ft, "allreduce")]
+        if ("rail-only", "hier_alltoall") in t and (ft, "alltoall") in t:
+            out[f"alltoall_ratio{end}"] = t[("rail-only", "hier_alltoall")] / t[(ft, "alltoall")]
     return out

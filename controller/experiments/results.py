@@ -104,7 +104,8 @@ def write_json(path: Path, data: Any) -> Path:
 
 
 #: one colour per fabric, the same in every panel
-FABRIC_COLOURS = {"rail-only": "tab:blue", "fat-tree": "tab:orange"}
+FABRIC_COLOURS = {"rail-only": "tab:blue", "fat-tree": "tab:orange", "fat-tree-ecmp": "tab:orange",
+                  "fat-tree-flowlet": "tab:green", "fat-tree-spray": "tab:red", "fat-tree-dst-server": "tab:purple"}
 
 
 def collective_series(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, list[int] | list[float]]]]:

@@ -44,12 +44,21 @@ class TcpStats:
     retransmitted: int
     timeouts: int
     loss_probes: int
+    #: reorderings the senders detected (SACK, timestamps, Reno dupacks; ``TCP*Reorder``)
+    reordered: int = 0
+    #: retransmissions the receivers reported as spurious (D-SACK): reordering taken for loss
+    spurious: int = 0
 
     @classmethod
     def total(cls, hosts: Iterable[Mapping[str, int]]) -> TcpStats:
         rows = list(hosts)
-        return cls(*(sum(h.get(key, 0) for h in rows) for key in (
-            "Tcp.OutSegs", "Tcp.RetransSegs", "TcpExt.TCPTimeouts", "TcpExt.TCPLossProbes")))
+
+        def summed(*keys: str) -> int:
+            return sum(h.get(key, 0) for h in rows for key in keys)
+        return cls(summed("Tcp.OutSegs"), summed("Tcp.RetransSegs"), summed("TcpExt.TCPTimeouts"),
+                   summed("TcpExt.TCPLossProbes"),
+                   summed("TcpExt.TCPSACKReorder", "TcpExt.TCPTSReorder", "TcpExt.TCPRenoReorder"),
+                   summed("TcpExt.TCPDSACKRecv"))
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -59,4 +68,5 @@ class TcpStats:
         timeouts, 224 tail-loss probes``."""
         share = self.retransmitted / self.segments if self.segments else 0.0
         return (f"{self.segments:,} segments sent, {share:.2%} retransmitted, {self.timeouts:,} "
-                f"retransmission timeouts, {self.loss_probes:,} tail-loss probes")
+                f"retransmission timeouts, {self.loss_probes:,} tail-loss probes, {self.reordered:,} reorderings "
+                f"detected, {self.spurious:,} spurious retransmissions (D-SACK)")

@@ -10,6 +10,10 @@ objects that :func:`controller.p4runtime.entities.encode_rule` turns into P4Runt
   the rail's own servers on rail-only, every rail on the fat-tree.
 - A spine routes each downstream switch's collapsed address block to the port(s) leading
   to it (an ECMP group when there are several).
+- The topology's ``uplink_routing`` chooses the group's action, that is how its member is
+  picked: ``ecmp`` (set_ecmp_group, the 5-tuple's hash), ``flowlet`` (set_flowlet_group,
+  re-hashed when the flow pauses longer than ``params.flowlet_gap_us``), ``spray``
+  (set_spray_group, round robin per packet).
 - With the topology's ``uplink_routing: dst-server`` (d-mod-k), a switch with several ports
   towards its destinations picks one per destination server instead of hashing:
   ``server mod ports``, one /32 route per remote NIC. Every round of a pairwise all-to-all
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 
 from controller.errors import ConfigError
 from controller.p4runtime.entities import Exact, Lpm, TableRule
-from controller.topology.generators import UPLINK_ROUTINGS, switch_mac
+from controller.topology.generators import FLOWLET_GAP_US, UPLINK_ROUTINGS, switch_mac
 from controller.topology.model import Endpoint, Topology
 
 __all__ = ["LPM_TABLE", "SwitchRules", "compile_fabric", "compile_switch"]
@@ -77,7 +81,12 @@ class _Fabric:
         routing = topo.params.get("uplink_routing", "ecmp")
         if routing not in UPLINK_ROUTINGS:
             raise ConfigError(topo.name, "params.uplink_routing", routing, f"one of {', '.join(UPLINK_ROUTINGS)}")
+        self.routing = routing
         self.by_server = routing == "dst-server"
+        gap = topo.params.get("flowlet_gap_us", FLOWLET_GAP_US)
+        if not isinstance(gap, int) or isinstance(gap, bool) or not 0 <= gap < 1 << 48:
+            raise ConfigError(topo.name, "params.flowlet_gap_us", gap, "microseconds, a whole number 0 or more")
+        self.flowlet_gap_us = gap
         self.server_of = {nic.address: d for d, h in enumerate(topo.hosts) for nic in h.nics}
 
     def block(self, switch: str) -> list[ipaddress.IPv4Network]:
@@ -111,9 +120,19 @@ def _route(prefix: ipaddress.IPv4Network, action: str, params: dict[str, int]) -
     return TableRule(LPM_TABLE, {DST: Lpm(int(prefix.network_address), prefix.prefixlen)}, action, params)
 
 
-def _ecmp(topo: Topology, sw: str, group: int, members: list[tuple[int, Endpoint]],
+def _group_action(fab: _Fabric, group: int, size: int) -> tuple[str, dict[str, int]]:
+    """The route's action for a group of ``size`` equal paths: how its member is picked."""
+    if fab.routing == "flowlet":
+        return "RailIngress.set_flowlet_group", {"group": group, "size": size, "gap_us": fab.flowlet_gap_us}
+    if fab.routing == "spray":
+        return "RailIngress.set_spray_group", {"group": group, "size": size}
+    return "RailIngress.set_ecmp_group", {"group": group, "size": size}
+
+
+def _ecmp(topo: Topology, fab: _Fabric, sw: str, group: int, members: list[tuple[int, Endpoint]],
           prefixes: list[ipaddress.IPv4Network]) -> list[TableRule]:
-    rules = [_route(p, "RailIngress.set_ecmp_group", {"group": group, "size": len(members)}) for p in prefixes]
+    action, params = _group_action(fab, group, len(members))
+    rules = [_route(p, action, params) for p in prefixes]
     for i, (port, peer) in enumerate(members):
         rules.append(TableRule(ECMP_TABLE, {"meta.ecmp_group": Exact(group), "meta.ecmp_member": Exact(i)},
                                "RailIngress.set_nexthop", _nexthop(topo, sw, port, peer)))
@@ -138,7 +157,7 @@ def _spread(topo: Topology, fab: _Fabric, sw: str, group: int, members: list[tup
     """``prefixes`` spread over ``members``: an ECMP group, or d-mod-k routes."""
     if fab.by_server:
         return _by_server(topo, fab, sw, members, prefixes)
-    return _ecmp(topo, sw, group, members, prefixes)
+    return _ecmp(topo, fab, sw, group, members, prefixes)
 
 
 def compile_switch(topo: Topology, name: str, fabric: _Fabric | None = None) -> SwitchRules:

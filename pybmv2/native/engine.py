@@ -115,7 +115,7 @@ class NativeEngine:
     >>> program = Program.from_file(pipeline_files("rail_switch").json)
     >>> engine = NativeEngine(program)
     >>> EngineMirror(engine, program, ReplicationEngine()).push()   # engine calls made
-    42
+    46
     >>> engine.process([(1, bytes(14))])   # not IPv4: dropped
     []
     >>> engine.close()

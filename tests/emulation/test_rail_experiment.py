@@ -140,3 +140,31 @@ def test_a_run_sized_to_be_decided_reaches_its_finding_and_writes_table_plot_and
     assert_fidelity_reported(summary, table)
     page = (out / "index.html").read_text()  # the run's own page, with its plot inside
     assert "comparisons decided" in page and "data:image/png;base64," in page and "iterations.csv" in page
+
+
+def test_each_load_balancing_is_a_fat_tree_of_its_own_and_spraying_evens_the_uplinks(
+        tmp_path: Path, target_name: str, capsys) -> None:
+    """--load-balancing ecmp spray: rail-only against two fat-trees, each compared with it;
+    spraying sends each packet to the next uplink, so the busiest uplink carries about its
+    fair share of the all-to-all's bytes (round robin per packet)."""
+    experiment = load_emulation_module("rail_experiment")
+    out = tmp_path / "run"
+    args = ["--gpus", "8", "--rails", "2", "--iterations", "2", "--warmup", "1", "--allreduce-kb", "256",
+            "--alltoall-kb", "256", "--rate-mbps", "20", "--load-balancing", "ecmp", "spray", "--target", target_name,
+            "--out", str(out)]
+    if target_name == "bmv2":
+        args += ["--super-frames", "0"]
+    code = experiment.main(args)
+    assert code == 0, capsys.readouterr().out[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["runs"]) == {"rail-only", "fat-tree-ecmp", "fat-tree-spray"}
+    assert {v["comparison"] for v in summary["fidelity"]["verdicts"]} == {
+        "allreduce vs fat-tree-ecmp", "alltoall vs fat-tree-ecmp", "allreduce vs fat-tree-spray",
+        "alltoall vs fat-tree-spray"}
+    assert {"alltoall_ratio_ecmp", "alltoall_ratio_spray"} <= set(summary["ratios"])
+    rows = list(csv.DictReader((out / "iterations.csv").open()))
+    spray = [float(r["uplink_imbalance"]) for r in rows if r["fabric"] == "fat-tree-spray" and r["op"] == "alltoall"]
+    assert spray and max(spray) <= 1.15, spray
+    table = (out / "table.txt").read_text()
+    assert "busiest spine uplink during the all-to-alls, fat-tree-spray" in table
+    assert "reorderings detected" in table

@@ -566,7 +566,47 @@ TOR_TDN_NOTIFY = Program("tor_switch_tdn_notify", artifact="tor_switch", home=0,
     ("second-remote-silent", 1, ip_frame("10.200.1.8")),
 ))
 
+def flow_frame(dst: str, sport: int, *, seq: int = 0) -> bytes:
+    """A TCP segment of the flow 10.0.1.3:sport -> dst:5201, built with scapy."""
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+
+    return bytes(Ether(dst="02:5f:00:01:00:01", src="02:00:00:00:00:03") /
+                 IP(src="10.0.1.3", dst=dst, ttl=64, id=seq) / TCP(sport=sport, dport=5201, seq=seq, flags="A") /
+                 (b"x" * 32))
+
+
+def _members(group: int) -> tuple[Rule, ...]:
+    return tuple(Rule("RailIngress.ecmp_nexthop", {"meta.ecmp_group": str(group), "meta.ecmp_member": str(m)},
+                      "RailIngress.set_nexthop", {"port": 2 + m, "dmac": f"02:5f:00:0{m + 2}:00:01",
+                                                 "smac": f"02:5f:00:01:00:0{m + 2}"}) for m in range(3))
+
+
+#: the fat-tree's load balancing (controller/routing/rail_routes.py): three groups of three
+#: uplinks (ports 2-4), one per way of picking a member. Spraying goes round robin per packet
+#: (one counter per group); a flowlet with a gap of 0 is re-hashed at every packet (each comes
+#: more than a microsecond after the last), with the largest gap never; ECMP hashes the flow
+RAIL_BALANCE = Program(
+    "rail_switch_balance", artifact="rail_switch", home=0,
+    rules=(
+        Rule(_ROUTE[0], {"hdr.ipv4.dst_addr": "10.1.0.0/16"}, "RailIngress.set_spray_group", {"group": 1, "size": 3}),
+        Rule(_ROUTE[0], {"hdr.ipv4.dst_addr": "10.2.0.0/16"}, "RailIngress.set_flowlet_group",
+             {"group": 2, "size": 3, "gap_us": 0}),
+        Rule(_ROUTE[0], {"hdr.ipv4.dst_addr": "10.3.0.0/16"}, "RailIngress.set_flowlet_group",
+             {"group": 3, "size": 3, "gap_us": (1 << 48) - 1}),
+        Rule(_ROUTE[0], {"hdr.ipv4.dst_addr": "10.4.0.0/16"}, "RailIngress.set_ecmp_group", {"group": 4, "size": 3}),
+        *_members(1), *_members(2), *_members(3), *_members(4),
+    ),
+    packets=(
+        *((f"spray-{i}", 1, flow_frame("10.1.0.9", 40000, seq=i)) for i in range(4)),
+        ("spray-other-flow-next", 1, flow_frame("10.1.0.7", 40001, seq=9)),
+        *((f"flowlet-gap-0-{i}", 1, flow_frame("10.2.0.9", 40002, seq=i)) for i in range(4)),
+        *((f"flowlet-never-{i}", 1, flow_frame("10.3.0.9", 40003, seq=i)) for i in range(3)),
+        *((f"ecmp-flow-{sport}", 1, flow_frame("10.4.0.9", sport)) for sport in (40004, 40005, 40006, 40007)),
+    ),
+)
+
 PROGRAMS = (ARITH, MATCHING, PARSING, REPLICATION, HASHING, STATEFUL, SELECTORS, SELECTORS_ONESHOT, VARBIT,
-            DIRECT_METER, RAIL_MIRROR, RAIL_AGGREGATE, OCS_PINNED, OCS_CLOCKED, OCS_NIGHT, OCS_FLIPPED, TOR_TIMEFLOW,
+            DIRECT_METER, RAIL_MIRROR, RAIL_AGGREGATE, RAIL_BALANCE, OCS_PINNED, OCS_CLOCKED, OCS_NIGHT, OCS_FLIPPED, TOR_TIMEFLOW,
             TOR_BEFORE_EPOCH, TOR_BEFORE_EPOCH_NO_HOLD, TOR_CUT_PASSED, TOR_CUT_AHEAD, TOR_FLIPPED,
             TOR_TDN_NOTIFY)

@@ -68,10 +68,37 @@ def test_the_routing_is_kept_in_the_file_and_a_bad_one_is_refused(tmp_path) -> N
     path.write_text(yaml.safe_dump(topology_to_dict(topo)))
     assert load_topology(path).params["uplink_routing"] == "dst-server"
     assert "uplink_routing" not in rail_fat_tree(2, 2).params
-    with pytest.raises(ConfigError, match=r"uplink_routing: one of ecmp, dst-server \(got 'spray'\)"):
-        rail_fat_tree(2, 2, uplink_routing="spray")
+    with pytest.raises(ConfigError, match=r"uplink_routing: one of ecmp, flowlet, spray, dst-server \(got 'wild'\)"):
+        rail_fat_tree(2, 2, uplink_routing="wild")
     doc = topology_to_dict(topo)
-    doc["params"]["uplink_routing"] = "spray"
+    doc["params"]["uplink_routing"] = "wild"
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(ConfigError, match="uplink_routing"):
         compile_fabric(load_topology(path))
+
+
+@pytest.mark.parametrize(("routing", "action", "extra"), [
+    ("ecmp", "RailIngress.set_ecmp_group", {}),
+    ("spray", "RailIngress.set_spray_group", {}),
+    ("flowlet", "RailIngress.set_flowlet_group", {"gap_us": 750}),
+])
+def test_each_load_balancing_picks_the_groups_member_its_own_way(routing: str, action: str, extra: dict) -> None:
+    topo = rail_fat_tree(4, 2, spines=2, uplink_routing=routing, flowlet_gap_us=750)
+    rules = compile_fabric(topo)
+    leaf = rules["rail0"].rules
+    groups = [r for r in leaf if r.table == LPM_TABLE and r.action != "RailIngress.set_nexthop"]
+    assert groups and {r.action for r in groups} == {action}
+    assert all(r.params == {"group": 1, "size": 2, **extra} for r in groups)
+    members = sorted(int(r.match["meta.ecmp_member"].value) for r in leaf if r.table == ECMP_TABLE)
+    assert members == [0, 1]  # the same members whatever picks them
+    assert ("flowlet_gap_us" in topo.params) == (routing == "flowlet")
+
+
+def test_a_flowlet_gap_that_is_not_whole_microseconds_is_refused() -> None:
+    with pytest.raises(ConfigError, match="flowlet_gap_us"):
+        rail_fat_tree(2, 2, uplink_routing="flowlet", flowlet_gap_us=-1)
+    topo = rail_fat_tree(2, 2, uplink_routing="flowlet")
+    bad = Topology(topo.name, topo.kind, topo.hosts, topo.switches, topo.links,
+                   {**topo.params, "flowlet_gap_us": 0.5}, mtu=topo.mtu)
+    with pytest.raises(ConfigError, match=r"params.flowlet_gap_us: microseconds"):
+        compile_fabric(bad)
