@@ -65,11 +65,16 @@ def set_rto_min(fab: EmulatedFabric, topo: Topology, ms: float, congestion: str 
 def prepare_hosts(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig) -> None:
     """The loopback shaped (``nvlink: loopback``) and, where the configuration asks, the
     routes' minimum RTO and congestion control set (every connection's, a library's too;
-    the project's workers also set theirs per socket)."""
+    the project's workers also set theirs per socket) and slow start after idle turned off."""
     if cfg.nvlink == "loopback":
         shape_loopback(fab, topo, cfg)
     if cfg.tcp_rto_min_ms or cfg.tcp_congestion:
         set_rto_min(fab, topo, cfg.tcp_rto_min_ms or 200, cfg.tcp_congestion)
+    if not cfg.tcp_slow_start_after_idle:
+        for h in topo.hosts:  # a per-namespace sysctl: each host's own
+            out = fab.host(h.name).cmd("sysctl -qw net.ipv4.tcp_slow_start_after_idle=0 && echo ok")
+            if "ok" not in out:
+                raise EmulationError(f"cannot turn off slow start after idle on {h.name}: {out.strip()}")
 
 
 @contextlib.contextmanager

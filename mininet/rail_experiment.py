@@ -234,7 +234,8 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
         f"MTU {cfg.mtu},"
         f" NVLink {cfg.nvlink_factor:g}x NIC ({cfg.nvlink}),"
         f" {f'super-packets of {cfg.super_frames} frames' if cfg.super_frames else 'frame by frame'},"
-        f" {cfg.alltoall_schedule} all-to-alls, {cfg.target} target,"
+        f" {cfg.alltoall_schedule} all-to-alls,"
+        f"{'' if cfg.tcp_slow_start_after_idle else ' no slow start after idle,'} {cfg.target} target,"
         f" {cfg.iterations} iterations",
         "", format_table(fabric_rows), "", format_table(coll_rows), "",
     ]
@@ -314,6 +315,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "are thousands of times slower than a cluster's, so their queues hold hundreds of ms: "
                         "with 200 ms, a concurrent all-to-all at 16 Mbit/s fires hundreds of spurious timeouts a "
                         "cluster never sees; where packets are really lost (50 Mbit/s), 1 s costs more")
+    p.add_argument("--tcp-slow-start-after-idle", type=int, choices=(0, 1), default=int(d.tcp_slow_start_after_idle),
+                   help="the hosts' net.ipv4.tcp_slow_start_after_idle: 1 (Linux's default) restarts every connection "
+                        "that idled between collectives from a small window; 0 keeps its window, as RDMA transports "
+                        "(which have no slow start) do")
     p.add_argument("--sock-buf-kb", type=int, default=0,
                    help="the workers' socket buffers, KiB (0: the kernel's autotuning)")
     p.add_argument("--mtu", type=int, default=JUMBO_MTU,
@@ -337,6 +342,7 @@ def main(argv: list[str]) -> int:
                                load_balancing=tuple(a.load_balancing), flowlet_gap_us=a.flowlet_gap_us,
                                alltoall_schedule=a.alltoall_schedule,
                                tcp_congestion=a.tcp_congestion, tcp_rto_min_ms=a.tcp_rto_min_ms,
+                               tcp_slow_start_after_idle=bool(a.tcp_slow_start_after_idle),
                                sock_buf_bytes=a.sock_buf_kb * 1024,
                                worker_timeout_s=a.worker_timeout, mtu=a.mtu, nvlink=a.nvlink,
                                super_frames=a.super_frames).validate()

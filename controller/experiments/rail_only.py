@@ -83,6 +83,10 @@ class ExperimentConfig:
     tcp_congestion: str = CLUSTER_TCP_CONGESTION
     #: the hosts' minimum retransmission timeout, ms; 0 keeps the kernel's (200 ms)
     tcp_rto_min_ms: float = 1000.0
+    #: whether the hosts' TCP restarts slow start on a connection that idled longer than its
+    #: RTO (Linux's net.ipv4.tcp_slow_start_after_idle, on by default): between collectives
+    #: every connection idles, so each collective starts from a small window again
+    tcp_slow_start_after_idle: bool = True
     #: the workers' SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning
     sock_buf_bytes: int = 0
     #: every fabric's MTU (jumbo frames by default, as ML training fabrics run)

@@ -185,6 +185,7 @@ COMMITTED_TABLES = [
     ("docs/topoopt.md", "## The experiment: `make run-topoopt`", "docs/topoopt-run.txt"),
     ("docs/launch.md", "## The collectives experiment", "docs/collectives-run.txt"),
     ("docs/aggregation.md", "## The experiment: `make run-aggregation`", "docs/aggregation-run.txt"),
+    ("docs/rail-only.md", "## Load balancing in the fat-tree", "docs/rail-only-balancing-run.txt"),
 ]
 #: prose and printed output that come from a committed run: (page, where it starts, where it
 #: ends (None: at the next heading), the run); every figure in between (decimals, percentages and
@@ -195,6 +196,12 @@ COMMITTED_TEXT = [
     ("README.md", "its native engine), and ends with its verdicts", "The full output", "docs/rail-only-run.txt"),
     ("docs/rail-only.md", "so both comparisons are **decided**", "**The rest of this page is from 16 Mbit/s",
      "docs/rail-only-run.txt"),
+    ("docs/rail-only.md", "- **Balanced uplinks, the same all-to-all.**", "  Turning off TCP's slow start",
+     "docs/rail-only-balancing-run.txt"),
+    ("docs/rail-only.md", "  Turning off TCP's slow start", "  transport leaves the NICs idle",
+     "docs/rail-only-no-slow-start-run.txt"),
+    ("README.md", "Under the load balancing AI fabrics use", "![collectives, make run]",
+     "docs/rail-only-balancing-run.txt"),
 ]
 
 
