@@ -202,6 +202,7 @@ COMMITTED_TEXT = [
      "docs/rail-only-no-slow-start-run.txt"),
     ("README.md", "Under the load balancing AI fabrics use", "![collectives, make run]",
      "docs/rail-only-balancing-run.txt"),
+    ("docs/tdtcp.md", "Twelve repetitions in one run", "A baseline's transfer varies", "docs/tdtcp-run-12.txt"),
 ]
 
 
