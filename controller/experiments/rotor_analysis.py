@@ -88,6 +88,14 @@ def analyze_run(point: Point, levels: Sequence[float], sent: Mapping[int, Sequen
     >>> r = analyze_run(p, [0.1, 1.0], {0: [2, 4]}, rows)
     >>> r["on_path"], r["detour"], r["throughput"], r["probe_delivered"], round(r["delay_p50_ms"], 1)
     ([0.1, 0.25], [0.0, 0.25], 0.25, 1.0, 3.0)
+
+    ``throughput_in_level`` counts only what arrived while its level was still sending (by
+    the last send of that level a receiver saw): a ToR's backlog delivered after the level
+    ended, which ``throughput`` counts, is left out.
+
+    >>> late = [[0, 0, 1, 2.0, 2.01, 62], [0, 1, 1, 2.1, 2.3, 62]]   # the second arrives after the last send
+    >>> analyze_run(p, [0.1, 1.0], {0: [0, 2]}, late)["throughput_in_level"]
+    0.5
     """
     seen: dict[tuple[int, int], Sequence[float]] = {}
     for r in rows:
@@ -97,12 +105,18 @@ def analyze_run(point: Point, levels: Sequence[float], sent: Mapping[int, Sequen
     path_n = [0] * n_levels
     detour_n = [0] * n_levels
     probe_delays: list[float] = []
+    level_end = [-math.inf] * n_levels  # the last send of each level that reached a receiver
+    for r in seen.values():
+        if 0 <= int(r[2]) < n_levels:
+            level_end[int(r[2])] = max(level_end[int(r[2])], float(r[3]))
+    in_level_n = [0] * n_levels
     for _src, _seq, level, t_sent, t_arrived, ttl in (r[:6] for r in seen.values()):
         lv = int(level)
         if not 0 <= lv < n_levels:
             continue
         if on_path(point.routing, circuits_crossed(int(ttl))):
             path_n[lv] += 1
+            in_level_n[lv] += t_arrived <= level_end[lv]
             if lv == 0:
                 probe_delays.append((t_arrived - t_sent) * 1000)
         else:
@@ -110,10 +124,12 @@ def analyze_run(point: Point, levels: Sequence[float], sent: Mapping[int, Sequen
     frac = [p / s if s else math.nan for p, s in zip(path_n, sent_per_level, strict=True)]
     det = [d / s if s else math.nan for d, s in zip(detour_n, sent_per_level, strict=True)]
     on = [lv * f for lv, f in zip(levels, frac, strict=True)]
+    in_level = [lv * n / s for lv, n, s in zip(levels, in_level_n, sent_per_level, strict=True) if s]
     return {
         "point": point.key(), "levels": list(levels), "sent": sent_per_level,
         "on_path": on, "detour": [lv * d for lv, d in zip(levels, det, strict=True)],
         "throughput": max((x for x in on if not math.isnan(x)), default=math.nan),
+        "throughput_in_level": max(in_level, default=math.nan),
         "probe_delivered": frac[0],
         "delay_p50_ms": _percentile(probe_delays, 50), "delay_p90_ms": _percentile(probe_delays, 90),
         "delay_p99_ms": _percentile(probe_delays, 99),
@@ -161,7 +177,7 @@ def expectations(point: Point, cfg: RotorConfig) -> dict[str, Any]:
     }
 
 
-FIGURES = ("throughput", "probe_delivered", "delay_p50_ms", "delay_p90_ms", "delay_p99_ms", "detour_share_top")
+FIGURES = ("throughput", "throughput_in_level", "probe_delivered", "delay_p50_ms", "delay_p90_ms", "delay_p99_ms", "detour_share_top")
 
 
 def aggregate(points: Sequence[Point], runs: Sequence[Mapping[str, Any]], cfg: RotorConfig) -> list[dict[str, Any]]:

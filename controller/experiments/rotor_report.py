@@ -42,7 +42,9 @@ def main_table(rows: Sequence[Mapping[str, Any]]) -> str:
         lines.append({
             "sweep": r["sweep"], "slice+night ms": f"{r['slice_ms']:g}+{r['night_ms']:g}", "duty": f"{r['duty']:.2f}",
             "pattern": r["pattern"], "routing": r["routing"], "ToR": r["calendar"],
-            "throughput": _pm(r["throughput"], r["throughput_sd"]), "expect": _f(e["throughput"]),
+            "throughput": _pm(r["throughput"], r["throughput_sd"]),
+            "in level": _pm(r.get("throughput_in_level", math.nan), r.get("throughput_in_level_sd", math.nan)),
+            "expect": _f(e["throughput"]),
             "light delivered": _pm(r["probe_delivered"], r["probe_delivered_sd"]), "expect ": _f(e["probe_delivered"]),
             "delay p50 ms": _pm(r["delay_p50_ms"], r["delay_p50_ms_sd"], "{:.1f}"),
             "p99 ms": _pm(r["delay_p99_ms"], r["delay_p99_ms_sd"], "{:.1f}"),
@@ -114,6 +116,8 @@ def report(cfg: RotorConfig, rows: Sequence[Mapping[str, Any]], allreduce: Seque
         lines.append(f"INTERRUPTED: {interrupted}")
     lines += [
         "throughput: most delivered on the routing's own paths, fraction of a source's link rate (mean ± sd);",
+        "in level: the same, counting only what arrived while its level was still sending (a backlog a ToR"
+        " delivers after the level ended is left out);",
         "light delivered / delay: the lightest level; one-way delays (expected: the schedule's wait alone, the"
         " switches' latency and the link-rate spacing of a released burst come on top);",
         "detours: share of top-level deliveries that crossed more circuits than the routing uses.", "",
