@@ -203,6 +203,8 @@ COMMITTED_TEXT = [
     ("README.md", "Under the load balancing AI fabrics use", "![collectives, make run]",
      "docs/rail-only-balancing-run.txt"),
     ("docs/tdtcp.md", "Twelve repetitions in one run", "A baseline's transfer varies", "docs/tdtcp-run-12.txt"),
+    ("docs/reconfigurable.md", "  run now also prints the throughput", "- **The ring all-reduce got slower",
+     "docs/rotor-level-run.txt"),
 ]
 
 
