@@ -265,34 +265,35 @@ def _tune(job: CheckmateJob, cfg: CheckmateConfig, urls: dict[str, str], cpu: Cp
 
 
 def build_parser() -> argparse.ArgumentParser:
+    d = CheckmateConfig()  # the defaults are the configuration's, written once
     p = experiment_parser("checkmate", __doc__)
-    p.add_argument("--servers", type=int, default=4,
+    p.add_argument("--servers", type=int, default=d.servers,
                    help="worker servers (the shadow is one more, the checkpoint store another)")
     p.add_argument("--storage-mbps", type=positive_float, default=None,
                    help="the checkpoint store's link (default: derived from --checkpoint-iterations)")
-    p.add_argument("--checkpoint-iterations", type=positive_float, default=8.0,
+    p.add_argument("--checkpoint-iterations", type=positive_float, default=d.checkpoint_iterations,
                    help="the regime: persisting a checkpoint to the store takes this many iterations "
                         "(sets the store's link unless --storage-mbps is given)")
-    p.add_argument("--budget", type=unit_fraction, default=0.05,
+    p.add_argument("--budget", type=unit_fraction, default=d.budget,
                    help="the overhead budget to which CheckFreq's and Gemini's frequency is tuned (0.05: 5%%)")
-    p.add_argument("--tune-rounds", type=int, default=4, help="tuning rounds per system at most")
-    p.add_argument("--rails", type=int, default=2, help="GPUs per server = rails")
-    p.add_argument("--rate-mbps", type=positive_float, default=100.0, help="NIC link rate")
-    p.add_argument("--iterations", type=int, default=30, help="training iterations per run")
-    p.add_argument("--hidden", type=int, default=256, help="hidden units of the MLP")
-    p.add_argument("--batch", type=int, default=64, help="global batch")
-    p.add_argument("--optimizer", choices=("sgd", "adam"), default="adam", help="the training optimizer")
-    p.add_argument("--lr", type=positive_float, default=0.01, help="learning rate")
-    p.add_argument("--compute-ms", type=nonnegative_float, default=60.0,
+    p.add_argument("--tune-rounds", type=int, default=d.tune_rounds, help="tuning rounds per system at most")
+    p.add_argument("--rails", type=int, default=d.rails, help="GPUs per server = rails")
+    p.add_argument("--rate-mbps", type=positive_float, default=d.rate_mbps, help="NIC link rate")
+    p.add_argument("--iterations", type=int, default=d.iterations, help="training iterations per run")
+    p.add_argument("--hidden", type=int, default=d.hidden, help="hidden units of the MLP")
+    p.add_argument("--batch", type=int, default=d.batch, help="global batch")
+    p.add_argument("--optimizer", choices=("sgd", "adam"), default=d.optimizer, help="the training optimizer")
+    p.add_argument("--lr", type=positive_float, default=d.lr, help="learning rate")
+    p.add_argument("--compute-ms", type=nonnegative_float, default=d.compute_ms,
                    help="emulated accelerator time per iteration (the network is idle meanwhile)")
-    p.add_argument("--checkpoint-every", type=int, nargs="+", default=[1],
+    p.add_argument("--checkpoint-every", type=int, nargs="+", default=list(d.checkpoint_ks),
                    help="the baselines' intervals compared at equal frequency (their tuned ones are added)")
-    p.add_argument("--mirror-loss", type=unit_fraction, default=0.005,
+    p.add_argument("--mirror-loss", type=unit_fraction, default=d.mirror_loss,
                    help="loss on the mirror path in one extra Checkmate run (0: no such run)")
     p.add_argument("--no-tuning", action="store_true", help="skip profiling and tuning the baselines")
     p.add_argument("--no-recovery", action="store_true", help="skip the kill-and-restore run")
-    p.add_argument("--seed", type=int, default=1, help="seed of the model, the data and the loss injection")
-    add_common_options(p, "checkmate", repetitions=5)
+    p.add_argument("--seed", type=int, default=d.seed, help="seed of the model, the data and the loss injection")
+    add_common_options(p, "checkmate", repetitions=d.repetitions)
     return p
 
 
