@@ -205,6 +205,8 @@ COMMITTED_TEXT = [
     ("docs/tdtcp.md", "Twelve repetitions in one run", "A baseline's transfer varies", "docs/tdtcp-run-12.txt"),
     ("docs/reconfigurable.md", "  run now also prints the throughput", "- **The ring all-reduce got slower",
      "docs/rotor-level-run.txt"),
+    ("docs/checkmate.md", "  ([checkmate-run-compute30.txt]", "  The paper's jobs give Gemini less",
+     "docs/checkmate-run-compute30.txt"),
 ]
 
 
