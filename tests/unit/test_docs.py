@@ -207,6 +207,8 @@ COMMITTED_TEXT = [
      "docs/rotor-level-run.txt"),
     ("docs/checkmate.md", "  ([checkmate-run-compute30.txt]", "  The paper's jobs give Gemini less",
      "docs/checkmate-run-compute30.txt"),
+    ("docs/tdtcp.md", "  transfers of 3 s each; the machine at most", "- **DCTCP and MPTCP did not run.**",
+     "docs/tdtcp-day-run.txt"),
 ]
 
 
