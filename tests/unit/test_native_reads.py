@@ -23,7 +23,7 @@ from controller.p4runtime.schema import P4Schema
 from packettest.frames import ethernet, ipv4, udp
 from pybmv2.native.build import compiler
 from pybmv2.native.engine import NativeEngine
-from pybmv2.native.io import NativeIO
+from pybmv2.native.io import NativeIO, PacketIOError
 from pybmv2.native.switch import NativeSwitch
 from pybmv2.program import Program
 from pybmv2.runtime.device import DeviceManager
@@ -47,7 +47,7 @@ class _Rig:
     """rail_switch on the native engine behind a DeviceManager, its I/O thread on socket
     pairs for ports 1 and 2, and one route 10.0.1.0/24 -> port 2."""
 
-    def __init__(self) -> None:
+    def __init__(self, ports: tuple[int, ...] = (1, 2)) -> None:
         self.switch = NativeSwitch(None, engine="native")
         self.dev = DeviceManager(self.switch, 0)
         self.dev.set_pipeline(COMMIT, load_config(BUILD / "rail_switch.p4info.txtpb",
@@ -61,7 +61,7 @@ class _Rig:
         assert self.dev.write(req).code == 0
         self.outside: dict[int, socket.socket] = {}
         inside: dict[int, socket.socket] = {}
-        for port in (1, 2):
+        for port in ports:
             inside[port], self.outside[port] = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
             self.outside[port].settimeout(STUCK)
         self._inside = inside
@@ -280,3 +280,27 @@ def test_a_packet_is_forwarded_while_a_write_is_paused_between_engine_calls(rig:
     rig.outside[1].send(ethernet("00:00:00:00:0a:01", "00:00:00:00:00:01", 0x0800,
                                  ipv4("10.255.0.1", "10.0.2.9", udp(1000, 80))))
     assert rig.outside[2].recv(65536)[:6] == bytes.fromhex("000000000004")
+
+
+def test_the_native_engine_takes_as_many_ports_as_bmv2_and_names_the_one_it_cannot() -> None:
+    """BMv2 takes 512 ports by default; so does the native engine (it took 64, and a
+    1,024-GPU fabric's rail switches failed at bring-up)."""
+    r = _Rig(ports=tuple(range(1, 301)))
+    try:
+        assert r.forward(7).endswith((7).to_bytes(8, "big"))
+    finally:
+        r.close()
+    switch = NativeSwitch(None, engine="native")
+    pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) for _ in range(2)]
+    try:
+        DeviceManager(switch, 0).set_pipeline(COMMIT, load_config(BUILD / "rail_switch.p4info.txtpb",
+                                                                  BUILD / "rail_switch.json"))
+        assert switch.native is not None
+        with pytest.raises(PacketIOError, match="cannot take port 512"):
+            NativeIO(switch.native, {1: pairs[0][0].fileno(), 512: pairs[1][0].fileno()}, start_ns=0,
+                     cpu_port=None, on_packet_in=lambda port, frame: None, on_digest=lambda lid, values: None)
+    finally:
+        switch.close()
+        for a, b in pairs:
+            a.close()
+            b.close()

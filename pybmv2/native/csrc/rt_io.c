@@ -32,8 +32,8 @@
 /* frames longer than this are dropped: a super-packet (rt_offload.c) is at most 64 KB of IP
  * after its link-layer header */
 #define IO_SNAP (65536 + 64)
-#define IO_MAXPORTS 64
 #define IO_NPORTNUM 512
+#define IO_MAXPORTS IO_NPORTNUM /* as many ports as BMv2 (its default 512), one per port number */
 #define IO_UP_LIMIT (64u << 20) /* bytes waiting for Python before packet-ins are dropped */
 #define KIND_PACKET_IN 0
 #define KIND_DIGEST 1
