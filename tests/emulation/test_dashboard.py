@@ -5,13 +5,13 @@ does not cross idle, the switch's CPU and ports are sampled and its tables are r
 
 from __future__ import annotations
 
-import http.client
 import json
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from controller.dashboard.client import next_samples
 from controller.dashboard.live import LiveSampler
 from controller.dashboard.rates import watched_interface
 from controller.dashboard.server import Dashboard
@@ -21,22 +21,6 @@ from controller.topology import rail_only
 fabric_net = load_emulation_module("fabric_net")
 
 RATE_MBPS = 10
-
-
-def _events(url: str, count: int, timeout: float = 20.0) -> list[dict]:
-    """The next ``count`` samples of the event stream at ``url``."""
-    host, port = url.removeprefix("http://").rstrip("/").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
-    conn.request("GET", "/api/stream")
-    resp = conn.getresponse()
-    assert resp.status == 200 and resp.getheader("Content-Type") == "text/event-stream"
-    out = []
-    while len(out) < count:
-        line = resp.readline().decode()
-        if line.startswith("data: "):
-            out.append(json.loads(line[6:]))
-    conn.close()
-    return out
 
 
 def test_the_dashboard_serves_the_fabric_and_sees_a_busy_link(target_name: str, tmp_path: Path,
@@ -52,7 +36,7 @@ def test_the_dashboard_serves_the_fabric_and_sees_a_busy_link(target_name: str, 
         assert {n["name"] for n in drawn["nodes"]} == {"s0", "s1", "rail0"}
         assert {lk["interface"] for lk in drawn["links"]} == {"rail0-eth1", "rail0-eth2"}
         tables = json.loads(urllib.request.urlopen(board.url + "api/tables/rail0", timeout=10).read())
-        idle = _events(board.url, 2)[-1]
+        idle = next_samples(board.url, 2)[-1]
         assert all(r["tx_mbps"] < 0.5 and r["rx_mbps"] < 0.5 for r in idle["links"]), idle
         server = fab.host("s1").popen(["iperf3", "-s", "-1", "-p", "5201"])
         client = None
@@ -60,7 +44,7 @@ def test_the_dashboard_serves_the_fabric_and_sees_a_busy_link(target_name: str, 
             fab.host("s0").cmd(f"ping -c 1 -W 2 {address}")
             client = fab.host("s0").popen(["iperf3", "-c", address, "-p", "5201", "-u", "-b", f"{RATE_MBPS}M",
                                            "-t", "4"])
-            busy = _events(board.url, 4)[-1]  # 2 s into the flow, one full sample inside it
+            busy = next_samples(board.url, 4)[-1]  # 2 s into the flow, one full sample inside it
         finally:
             if client is not None:
                 client.wait(timeout=20)

@@ -4,7 +4,6 @@ refuses bad input in one line."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import socket
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from controller.dashboard import journal
+from controller.dashboard.client import next_samples
 from controller.dashboard.live import LiveSampler, read_counters
 from controller.dashboard.rates import link_rates
 from controller.dashboard.recorder import FILE_NAME, Recorder, Recording
@@ -133,20 +133,6 @@ def test_a_fabric_whose_process_died_is_dropped(state: Path) -> None:
     assert sampler.topo is None and sampler.view.fabric is None
 
 
-def _stream(url: str, count: int) -> list[dict]:
-    host, port = url.removeprefix("http://").rstrip("/").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=20)
-    conn.request("GET", "/api/stream")
-    resp = conn.getresponse()
-    out = []
-    while len(out) < count:
-        line = resp.readline().decode()
-        if line.startswith("data: "):
-            out.append(json.loads(line[6:]))
-    conn.close()
-    return out
-
-
 def test_a_recorded_run_replays_in_order_with_its_drawing(state: Path) -> None:
     folder = state / "run"
     folder.mkdir()
@@ -156,7 +142,7 @@ def test_a_recorded_run_replays_in_order_with_its_drawing(state: Path) -> None:
         for seq in (1, 2, 3):
             r.sample({"seq": seq, "t": 100.0 + seq * 0.01, "fabric_seq": 1, "links": [], "switches": []})
     with Dashboard(replay(folder, speed=10), port=0) as board:
-        got = _stream(board.url, 3)
+        got = next_samples(board.url, 3)
         shown = json.loads(urllib.request.urlopen(board.url + "api/topology", timeout=5).read())
     assert [s["seq"] for s in got] == [1, 2, 3] and got[-1]["replay"] == {"index": 3, "of": 3, "folder": str(folder)}
     assert shown["name"] == "t" and shown["fabric_seq"] == 1
@@ -201,3 +187,24 @@ def test_the_cli_refuses_bad_input_in_one_line(state: Path) -> None:
             done = _cli(*args, env=env)
             assert done.returncode != 0 and says in done.stderr, (args, done.stderr)
             assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_script_reading_something_else_is_told_what_it_reached(tmp_path: Path) -> None:
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    from controller.errors import MlfabricError
+
+    with pytest.raises(MlfabricError, match="not a dashboard URL"):
+        next_samples("ftp://127.0.0.1:8765/", 1)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(SimpleHTTPRequestHandler,
+                                                                     directory=str(tmp_path)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(MlfabricError, match=r"is not a dashboard's stream \(HTTP 404\)"):
+            next_samples(f"http://127.0.0.1:{server.server_address[1]}/", 1)
+    finally:
+        server.shutdown()
+        server.server_close()
