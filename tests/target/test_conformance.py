@@ -16,7 +16,8 @@ import queue
 from pathlib import Path
 
 import pytest
-from conformance_cases import PROGRAMS, Program, Rule
+from conformance_cases import Program, Rule
+from conformance_project import PROGRAMS
 from conformance_v1model import PROGRAMS as V1MODEL_PROGRAMS
 from p4.v1 import p4runtime_pb2
 

@@ -146,7 +146,7 @@ def _write(sw: PacketTarget, updates: list) -> list[str]:
 def test_native_engine_follows_random_writes(case: Case, target_name: str) -> None:
     if target_name != "python":
         pytest.skip("compares the Python target's two engines")
-    from conformance_cases import PROGRAMS
+    from conformance_project import PROGRAMS
 
     members: dict[str, list[int]] = {}
     for prog in PROGRAMS:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conformance_cases import PROGRAMS
+from conformance_project import PROGRAMS
 from conformance_v1model import PROGRAMS as V1MODEL_PROGRAMS
 from test_conformance import install
 

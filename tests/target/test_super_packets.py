@@ -11,7 +11,7 @@ import struct
 import subprocess
 
 import pytest
-from conformance_cases import RAIL_MIRROR
+from conformance_project import RAIL_MIRROR
 from test_conformance import table_entry
 
 from controller.p4build import pipeline_files
