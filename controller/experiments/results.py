@@ -167,7 +167,9 @@ def plot_collectives(rows: Sequence[Mapping[str, Any]], path: Path, *, title: st
         mid = sorted(ts)[len(ts) // 2]
         bx.bar(i, mid, color=FABRIC_COLOURS[fabric], yerr=[[mid - min(ts)], [max(ts) - mid]], capsize=6)
         bx.annotate(f"{mid:.2f} s", (i, mid), ha="center", va="bottom", fontsize=8)
-    bx.set_xticks(range(len(fabrics)), fabrics)
+    # more than two fabrics (a fat-tree per load balancing): their names do not fit side by side
+    bx.set_xticks(range(len(fabrics)), fabrics, rotation=30 if len(fabrics) > 2 else 0,
+                  ha="right" if len(fabrics) > 2 else "center", fontsize=8 if len(fabrics) > 2 else None)
     bx.set_ylabel("iteration time (s)")
     bx.set_title("training step\n(compute + MoE all-to-all + DP allreduce)", fontsize=10)
     fig.suptitle(title)
