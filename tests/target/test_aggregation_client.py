@@ -6,13 +6,14 @@ by retransmission is exercised on every run."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from dataclasses import replace
 
 import numpy as np
 import pytest
-from conformance_cases import RAIL_AGGREGATE, agg_frame
+from conformance_project import RAIL_AGGREGATE, agg_frame
 from scapy.layers.inet import UDP
 from scapy.layers.l2 import Ether
 from test_conformance import install, table_entry
@@ -21,10 +22,33 @@ from controller.p4build import pipeline_files
 from controller.p4runtime.entities import update
 from packettest import open_target
 from workloads.aggregation.client import AggregationConfig, SwitchAllreduce
-from workloads.aggregation.wire import AGG_UDP_PORT, decode
+from workloads.aggregation.wire import AGG_UDP_PORT, WORKER_PORT, decode
 
 WORKERS = 3
-SERVICE = "127.0.0.100"
+
+
+def _loopback_net() -> tuple[str, socket.socket]:
+    """A 127.x.y.0/24 of this run's own (tests in parallel, or anything else on the machine,
+    may hold another), with the service's socket bound in it: the first block, from one that
+    follows the process id, whose service and workers' addresses are all free."""
+    start = os.getpid() % 65024
+    for step in range(256):
+        block = (start + step * 251) % 65024 + 256
+        net = f"127.{block >> 8}.{block & 255}."
+        held: list[socket.socket] = []
+        try:
+            for host in (100, *range(1, WORKERS + 1)):
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                held.append(s)
+                s.bind((net + str(host), AGG_UDP_PORT if host == 100 else WORKER_PORT))
+        except OSError:
+            for s in held:
+                s.close()
+            continue
+        for s in held[1:]:
+            s.close()  # the workers bind their own next; the service's socket is kept
+        return net, held[0]
+    raise RuntimeError("no free 127.x.y.0/24 for the aggregation bridge")
 
 
 class LossyBridge(threading.Thread):
@@ -34,8 +58,7 @@ class LossyBridge(threading.Thread):
     def __init__(self, sw, *, drop_requests: int = 0, drop_results: int = 0) -> None:
         super().__init__(daemon=True)
         self.sw, self.drop_requests, self.drop_results = sw, drop_requests, drop_results
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind((SERVICE, AGG_UDP_PORT))
+        self.net, self.sock = _loopback_net()
         self.sock.settimeout(0.1)
         self.stop = threading.Event()
         self.requests = self.results = self.dropped = 0
@@ -63,14 +86,14 @@ class LossyBridge(threading.Thread):
                 if self._lose(self.results, self.drop_results):
                     self.dropped += 1
                     continue
-                self.sock.sendto(bytes(Ether(out)[UDP].payload), (f"127.0.0.{port}", 48865))
+                self.sock.sendto(bytes(Ether(out)[UDP].payload), (f"{self.net}{port}", WORKER_PORT))
 
 
 def _run(sw, inputs: list[np.ndarray], *, floats: bool = False, **loss: int):
     bridge = LossyBridge(sw, **loss)
     bridge.start()
     outs: list = [None] * WORKERS
-    clients = [SwitchAllreduce(f"127.0.0.{w + 1}", SERVICE, AggregationConfig(job=7, slots=4, min_rto_s=0.05))
+    clients = [SwitchAllreduce(f"{bridge.net}{w + 1}", f"{bridge.net}100", AggregationConfig(job=7, slots=4, min_rto_s=0.05))
                for w in range(WORKERS)]
     errors: list[BaseException] = []
 

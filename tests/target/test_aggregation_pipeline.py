@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from conformance_cases import RAIL_AGGREGATE, agg_frame
+from conformance_project import RAIL_AGGREGATE, agg_frame
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from test_conformance import install

@@ -4,7 +4,7 @@ and the controller's compiled entries (``mlfabric mirror add``) install and read
 
 from __future__ import annotations
 
-from conformance_cases import RAIL_MIRROR, tcp_frame
+from conformance_project import RAIL_MIRROR, tcp_frame
 from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
 from test_conformance import install, table_entry

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conformance_cases import RAIL_MIRROR, tcp_frame
+from conformance_project import RAIL_MIRROR, tcp_frame
 from p4.v1 import p4runtime_pb2
 from test_conformance import table_entry
 
@@ -158,7 +158,7 @@ def test_unloadable_program_is_invalid_argument(monkeypatch: pytest.MonkeyPatch)
 def test_tagged_frame_leaves_with_its_tag(engine: str) -> None:
     """The kernel moves a received frame's 802.1Q tag into PACKET_AUXDATA; both engines put
     it back, so a circuit passes a tagged frame unchanged (the test's ports restore too)."""
-    from conformance_cases import OCS_PINNED
+    from conformance_project import OCS_PINNED
     from test_conformance import install
 
     import pybmv2.ports
