@@ -18,6 +18,7 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -109,8 +110,15 @@ class NetRecord:
         self._save()
 
     def add_link(self, name: str) -> None:
-        self._c.links.append(name)
-        self._save()
+        self.add_links((name,))
+
+    def add_links(self, names: Iterable[str]) -> None:
+        """Record interfaces to delete at clean-up (one write for them all)."""
+        known = set(self._c.links)
+        new = [n for n in dict.fromkeys(names) if n not in known]
+        if new:
+            self._c.links.extend(new)
+            self._save()
 
     def add_netns(self, name: str) -> None:
         self._c.netns.append(name)

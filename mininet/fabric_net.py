@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,7 +25,13 @@ from types import TracebackType
 
 from mininet.log import setLogLevel
 from mininet.net import Mininet
-from mlfabric_emulation.host_config import prepare_commands, run_batch, static_arp_commands
+from mlfabric_emulation.batched_links import BatchedLink, LinkBatch
+from mlfabric_emulation.host_config import (
+    ip_batched,
+    prepare_commands,
+    run_parallel,
+    static_arp_commands,
+)
 from mlfabric_emulation.p4_switch_nodes import P4TargetSwitch
 from mlfabric_emulation.shaped_link import ShapedLink
 from mlfabric_emulation.teardown import stop_network
@@ -196,6 +204,7 @@ class EmulatedFabric:
         self._record = NetRecord(f"fabric-{self.topo.name}").__enter__()
         t0 = time.monotonic()
         net = Mininet(controller=None, build=False, autoSetMacs=False, autoStaticArp=False, link=ShapedLink)
+        links = LinkBatch()
         self.net = net
         grpc: dict[str, str] = {}
         taken: set[int] = set()
@@ -236,7 +245,11 @@ class EmulatedFabric:
             mtu = self.topo.link_mtu(lk)
             if mtu != ETHERNET_MTU:  # both ends (ShapedIntf.config)
                 kwargs["mtu"] = mtu
-            net.addLink(n1, n2, **kwargs)
+            net.addLink(n1, n2, cls=BatchedLink, batch=links, **kwargs)
+        # recorded before they exist: a fabric killed half-way leaves none behind
+        self._record.add_links(switch_intf_name(ep.node, ep.port) for lk in self.topo.links for ep in (lk.a, lk.b)
+                               if self.topo.is_switch(ep.node))
+        links.run()
         net.build()
         self.timings.build_s = time.monotonic() - t0
 
@@ -291,6 +304,8 @@ class EmulatedFabric:
             for nic in h.nics:
                 by_rail.setdefault(nic.rail, []).append((h.name, nic.address, nic.mac))
         topoopt_host_commands = host_commands(topo) if topo.kind == "topoopt" else {}
+        work = []
+        folder = Path(tempfile.mkdtemp(prefix="mlfabric-hosts-"))
         for h in topo.hosts:
             node = self.net.get(h.name)
             cmds = []
@@ -307,7 +322,11 @@ class EmulatedFabric:
                 cmds += self._rail_source_routes(h)
             if topo.kind == "topoopt":  # host-based forwarding over the one-way circuits
                 cmds += topoopt_host_commands[h.name]
-            run_batch(node, cmds)
+            work.append((node, ip_batched(cmds, folder / h.name)))
+        try:
+            run_parallel(work)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def _service_neighbours(self, host) -> list[tuple[str, str, str]]:
         """Each rail NIC's switch-side address (10.R.255.254, the rail's gateway and its

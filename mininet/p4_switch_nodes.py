@@ -71,8 +71,7 @@ class P4TargetSwitch(Switch):
                           pcap_dir=self.pcap_dir, thrift_port=self.thrift_port, extra_args=self.extra_args,
                           engine=self.engine)
         if self.record is not None:
-            for iface in spec.ports.values():
-                self.record.add_link(iface)
+            self.record.add_links(spec.ports.values())
         self.process = SwitchProcess(spec, self.record).launch()
         if not self.defer_ready:
             self.wait_ready()
