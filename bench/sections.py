@@ -270,6 +270,45 @@ def fabric_section(ctx: Context) -> list[dict]:
                      fb_bm["bring_up_s"] if fb_bm else None, "< 4 s"))
     rows.append(row("16-switch fabric: teardown", "s", fb_py["teardown_s"],
                      fb_bm["teardown_s"] if fb_bm else None, "< 2 s"))
+    rows += _scale_rows(ctx)
+    return rows
+
+
+def _scale_rows(ctx: Context) -> list[dict]:
+    from bench import fabric_bringup
+
+    servers = fabric_bringup.SCALE_SERVERS[1::2] if ctx.quick else fabric_bringup.SCALE_SERVERS
+    print(f"[bench] rail-only fabrics of {', '.join(str(8 * n) for n in servers)} GPUs ...", flush=True)
+    py = fabric_bringup.scale_series("python", servers)
+    bm = fabric_bringup.scale_series("bmv2", servers) if ctx.bmv2 else None
+    rows: list[dict] = []
+    for i, p in enumerate(py):
+        b = bm[i] if bm else None
+        gpus = f"{p['gpus']:,} GPUs"
+        rows.append(row(f"rail-only {gpus}: nothing to rules installed", "s", p["bring_up_s"],
+                         b["bring_up_s"] if b else None, "< 60 s" if p["gpus"] == 1024 else "report"))
+        if i == len(py) - 1:  # where the largest one's time goes
+            for part, what in (("build", "Mininet's nodes and links"), ("switches", "switch processes ready"),
+                               ("hosts", "hosts' addresses and neighbours"), ("rules", "pipelines and rules")):
+                rows.append(row(f"... {what}", "s", p[f"{part}_s"], b[f"{part}_s"] if b else None, "report"))
+        rows.append(row(f"rail-only {gpus}: teardown", "s", p["teardown_s"], b["teardown_s"] if b else None,
+                         "report"))
+        rows.append(row(f"rail-only {gpus}: interfaces left after teardown", "interfaces", p["left_behind"],
+                         b["left_behind"] if b else None, "0"))
+        rows.append(row(f"rail-only {gpus}: switch processes' memory", "MB", p["switches_mb"],
+                         b["switches_mb"] if b else None, "report"))
+        rows.append(row(f"rail-only {gpus}: controller's memory", "MB", p["controller_mb"],
+                         b["controller_mb"] if b else None, "report"))
+    tail = [p for p in py if p["gpus"] >= 256]
+    if len(tail) >= 2:
+        fit = fabric_bringup.growth_exponent
+        sizes = [p["gpus"] for p in tail]
+        bm_tail = [b for b in (bm or []) if b["gpus"] >= 256]
+        rows.append(row("bring-up growth from 256 GPUs (time ~ GPUs^b), b", "b",
+                         fit(sizes, [p["bring_up_s"] for p in tail]),
+                         fit(sizes, [b["bring_up_s"] for b in bm_tail]) if bm_tail else None, "<= 1 (linear)"))
+        rows.append(row("teardown growth from 256 GPUs, b", "b", fit(sizes, [p["teardown_s"] for p in tail]),
+                         fit(sizes, [b["teardown_s"] for b in bm_tail]) if bm_tail else None, "<= 1 (linear)"))
     return rows
 
 

@@ -54,7 +54,7 @@ from controller.topology.model import ETHERNET_MTU, Topology
 from controller.topology.naming import switch_intf_name
 from workloads.aggregation.wire import service_address
 
-__all__ = ["EmulatedFabric", "FabricTimings", "check_free", "switch_intf_name"]
+__all__ = ["EmulatedFabric", "FabricTimings", "check_free", "interface_names", "switch_intf_name"]
 
 log = logging.getLogger(__name__)
 #: Mininet's logger prints through its own handler; passed on to the root logger as well (the
@@ -82,7 +82,11 @@ def _intf_name(host: str, nic: str) -> str:
     return f"{host}-{nic}"
 
 
-#: the kernel's longest interface name (IFNAMSIZ - 1)
+def interface_names(topo: Topology) -> list[str]:
+    """The switches' ports: the fabric's interfaces in the root namespace."""
+    return [switch_intf_name(ep.node, ep.port) for lk in topo.links for ep in (lk.a, lk.b) if topo.is_switch(ep.node)]
+
+
 def check_free(topo: Topology) -> None:
     """Refuse to start over a fabric that holds ``topo``'s interface names (Mininet would fail
     half-way with RTNETLINK's "File exists"), naming who holds them. Experiments call it
@@ -247,8 +251,7 @@ class EmulatedFabric:
                 kwargs["mtu"] = mtu
             net.addLink(n1, n2, cls=BatchedLink, batch=links, **kwargs)
         # recorded before they exist: a fabric killed half-way leaves none behind
-        self._record.add_links(switch_intf_name(ep.node, ep.port) for lk in self.topo.links for ep in (lk.a, lk.b)
-                               if self.topo.is_switch(ep.node))
+        self._record.add_links(interface_names(self.topo))
         links.run()
         net.build()
         self.timings.build_s = time.monotonic() - t0
