@@ -93,7 +93,6 @@ def forwarding_section(ctx: Context) -> list[dict]:
         return rows
     print("[bench] veth baseline ...", flush=True)
     base = forwarding.veth_baseline(500 if ctx.quick else 2000)
-    ctx.samples = 500 if ctx.quick else 2000
     print("[bench] process mode over veth: python ...", flush=True)
     py = forwarding.process_mode("python-process", ctx.secs, ctx.samples)
     bm = None
@@ -127,6 +126,18 @@ def forwarding_section(ctx: Context) -> list[dict]:
             rows.append(row(f"added latency per hop, native engine, {q}", "us",
                              vn[f"{q}_us"] - base[f"{q}_us"],
                              (vb[f"{q}_us"] - base[f"{q}_us"]) if vb else None, goal))
+        rows.append(row("... the worst probe, send to arrival", "us", vn["max_us"], vb["max_us"] if vb else None,
+                         "report"))
+        rows.append(row("... the switch's CPU while probing (one frame at a time)", "% of a core",
+                         100 * vn["probe_cpu_share"], 100 * vb["probe_cpu_share"] if vb else None, "report"))
+        busy = veth_rate.switch_rate("python-process", "native", ctx.secs, ctx.samples,
+                                     extra_args=("--busy-poll-us", "200"), blast_too=False)
+        for q in ("p50", "p99"):
+            rows.append(row(f"the same with --busy-poll-us 200, {q}", "us", busy[f"{q}_us"] - base[f"{q}_us"],
+                             None, "report"))
+        rows.append(row("... the worst probe", "us", busy["max_us"], None, "report"))
+        rows.append(row("... the switch's CPU while probing", "% of a core", 100 * busy["probe_cpu_share"], None,
+                         "report (the cost of polling)"))
         nl = p4runtime_bench.native_load(3 if ctx.quick else 5)
         rows.append(row("native: process start to rail_switch loaded, warm cache", "s",
                          nl["warm_s"], None, "< 0.5 s"))

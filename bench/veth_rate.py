@@ -5,8 +5,11 @@ process, or a Linux bridge (the ceiling of this path), between the switch ends."
 from __future__ import annotations
 
 import hashlib
+import math
+import os
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from bench import forwarding
@@ -48,10 +51,17 @@ def blast(tx: str, rx: str, batch: list[bytes], seconds: float, window: int = WI
             "received": int(received), "lost": int(lost)}
 
 
-def switch_rate(kind: str, engine: str | None, seconds: float, samples: int) -> dict[str, float]:
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def switch_rate(kind: str, engine: str | None, seconds: float, samples: int, *,
+                extra_args: tuple[str, ...] = (), blast_too: bool = True) -> dict[str, float]:
     """rail_switch with 1,000 routes in a switch process of ``kind`` between two veths: the
-    blast rate and the per-packet latency (Python harness; subtract the veth baseline)."""
-    target = ProcessTarget(kind, pipeline_files("rail_switch"), (1, 2), engine=engine)
+    blast rate and the per-packet latency (Python harness; subtract the veth baseline), and
+    the switch's CPU per second while the latency probes ran (one frame at a time)."""
+    target = ProcessTarget(kind, pipeline_files("rail_switch"), (1, 2), engine=engine, extra_args=extra_args)
     try:
         target.client.write(route_updates(target.schema, forwarding.ROUTES, ports=(2,)))
         batch = frames(forwarding.ROUTES, 256)
@@ -59,11 +69,16 @@ def switch_rate(kind: str, engine: str | None, seconds: float, samples: int) -> 
         veth.send(1, batch[0])
         if veth.receive(2, timeout=2.0) is None:
             raise RuntimeError(f"{kind}: the switch forwards nothing")
+        pid = target.process.proc.pid
+        cpu0, t0 = _cpu_seconds(pid), time.monotonic()
         lat = forwarding._latencies(veth, batch, samples, 2)
-        rate = blast(veth.test_iface(1), veth.test_iface(2), batch, seconds)
+        probe_cpu = (_cpu_seconds(pid) - cpu0) / (time.monotonic() - t0)
+        rate = (blast(veth.test_iface(1), veth.test_iface(2), batch, seconds) if blast_too
+                else {"packets_per_s": math.nan})
     finally:
         target.close()
-    return {**rate, "p50_us": forwarding._pct(lat, 50), "p99_us": forwarding._pct(lat, 99)}
+    return {**rate, "p50_us": forwarding._pct(lat, 50), "p99_us": forwarding._pct(lat, 99),
+            "max_us": max(lat, default=math.nan), "probe_cpu_share": probe_cpu}
 
 
 def bridge_rate(seconds: float) -> dict[str, float]:

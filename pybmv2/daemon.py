@@ -64,6 +64,9 @@ class DaemonOptions:
     #: extension: ports carry virtio_net_hdr; the native engine forwards super-packets whole
     #: (pybmv2.offload); the Python engine cuts them into frames first
     super_packets: bool = False
+    #: extension: the native engine's I/O thread polls this long (us) after each frame
+    #: received before it sleeps (0: at once); the Python engine always sleeps
+    busy_poll_us: int = 0
 
 
 def python_only_features(options: DaemonOptions) -> list[str]:
@@ -112,6 +115,8 @@ class SwitchDaemon:
         self.switch: V1Switch = (V1Switch(None, cpu_port=options.cpu_port) if mode == "python"
                                  else NativeSwitch(None, cpu_port=options.cpu_port, engine=mode))
         self.switch.startup = startup
+        if mode == "python":
+            self._busy_poll_ignored()
         if program is not None:
             self.switch.load(program)
         self.switch.pre.truncation = options.clone_truncation
@@ -179,13 +184,22 @@ class SwitchDaemon:
         for job in jobs:
             self._enqueue(job)
 
+    def _busy_poll_ignored(self) -> None:
+        if self.options.busy_poll_us:
+            log.warning("--busy-poll-us %d ignored: the Python engine runs the ports, and it sleeps until a "
+                        "frame comes", self.options.busy_poll_us)
+
     def _start_native_io(self) -> None:
         """Give the ports to the native engine's I/O thread (when it runs the program)."""
         from pybmv2.native.io import NativeIO
         from pybmv2.native.switch import NativeSwitch
 
         sw = self.switch
-        if not self._serving or not isinstance(sw, NativeSwitch) or sw.native is None:
+        if not self._serving:
+            return
+        if not isinstance(sw, NativeSwitch) or sw.native is None:
+            if sw.program is not None:
+                self._busy_poll_ignored()
             return
         opts = self.options
         slot = (release_slot(sw.native.program, opts.calendar_field)
@@ -195,7 +209,8 @@ class SwitchDaemon:
             cpu_port=opts.cpu_port, on_packet_in=self._packet_in, on_digest=sw.deliver_digest,
             depth=opts.queue_depth, rate_pps=opts.queue_rate_pps, port_rates=opts.port_rates,
             calendar_slot=slot, port_delays=opts.port_delays,
-            port_ingress_delays=opts.port_ingress_delays, super_packets=opts.super_packets)
+            port_ingress_delays=opts.port_ingress_delays, super_packets=opts.super_packets,
+            busy_poll_us=opts.busy_poll_us)
         if sw.startup is not None:
             sw.startup.lap("native: I/O thread start")
         log.info("the native engine runs the ports")

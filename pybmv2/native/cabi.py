@@ -70,6 +70,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "nx_io_take": (c_uint64, [c_void_p, POINTER(c_void_p)]),
     "nx_io_stats": (c_int, [c_void_p, U64P, U32P, c_uint32]),
     "nx_io_calendar": (c_int, [c_void_p, c_int64]),
+    "nx_io_busy_poll": (c_int, [c_void_p, c_uint32]),
     "nx_io_delay": (c_int, [c_void_p, c_uint32, c_uint64, c_uint64]),
     "nx_io_holds": (c_int, [c_void_p, U64P]),
     "nx_unlock": (None, [c_void_p]),

@@ -195,3 +195,23 @@ def test_an_interface_deleted_under_the_switch_costs_nothing(engine: str) -> Non
         assert _cpu_seconds(pid) - before < 0.3
         assert [p for p, _ in sw.send(1, frame, expect=1)] == [2]
         _check_engine(sw, engine)
+
+
+@pytest.mark.usefixtures("process_mode")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_busy_polling_forwards_and_sleeps_again_after_its_window(engine: str) -> None:
+    """--busy-poll-us: the native I/O thread polls for that long after a frame, then sleeps
+    as before (an idle switch costs nothing); the Python engine says it ignores it."""
+    frame = tcp_frame(0)
+    with open_target("python-process", pipeline_files("rail_switch"), ports=(1, 2), engine=engine,
+                     extra_args=("--busy-poll-us", "50000")) as sw:
+        sw.client.write([update("insert", table_entry(sw, r)) for r in ROUTES])
+        for _ in range(3):
+            assert [p for p, _ in sw.send(1, frame, expect=1)] == [2]
+        time.sleep(0.2)  # past the 50 ms window
+        pid = sw.process.proc.pid
+        before = _cpu_seconds(pid)
+        time.sleep(1.0)  # a measurement window, not a synchronisation
+        assert _cpu_seconds(pid) - before < 0.3
+        _check_engine(sw, engine)
+        assert ("--busy-poll-us 50000 ignored" in sw.log_text()) == (engine == "python")

@@ -27,3 +27,14 @@ def test_a_misspelt_engine_in_the_environment_is_named(monkeypatch: pytest.Monke
     monkeypatch.setenv("MLFABRIC_ENGINE", "natve")
     with pytest.raises(TargetError, match="MLFABRIC_ENGINE='natve'"):
         _options(build_parser().parse_args(["--no-p4"]))
+
+
+@pytest.mark.parametrize(("argv", "value"), [([], 0), (["--busy-poll-us", "200"], 200)])
+def test_busy_polling_is_off_unless_asked(argv: list[str], value: int) -> None:
+    assert _options(build_parser().parse_args(["--no-p4", *argv])).busy_poll_us == value
+
+
+def test_a_negative_busy_polling_window_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--no-p4", "--busy-poll-us", "-5"])
+    assert "--busy-poll-us: must be >= 0, got -5" in capsys.readouterr().err

@@ -103,6 +103,9 @@ typedef struct nx_io {
     i64 cal_slot;
     u64 tx_delay[IO_NPORTNUM], rx_delay[IO_NPORTNUM];
     hline_t cal, tx_line, rx_line;
+    /* busy polling: for busy_ns after the last frame received, the thread polls without
+     * sleeping (0: it sleeps at once) */
+    u64 busy_ns, last_rx_ns;
 } nx_io_t;
 
 /* one side of a double buffer: under mu, the records gathered in live move to work, and
@@ -514,7 +517,10 @@ static void *io_main(void *arg) {
         u64 held = io_held_wake(io); /* the hold lines are the I/O thread's alone */
         if (held && (!wake || held < wake)) wake = held;
         struct timespec ts, *tsp = NULL;
-        if (ready) {
+        /* a thread that sleeps is woken by the kernel when a frame comes; on a virtual
+         * machine whose idle CPUs halt at once, that costs tens of microseconds per hop */
+        int spinning = io->busy_ns && now - io->last_rx_ns < io->busy_ns;
+        if (ready || spinning) {
             ts.tv_sec = ts.tv_nsec = 0;
             tsp = &ts;
         } else if (wake) {
@@ -553,7 +559,10 @@ static void *io_main(void *arg) {
         round_enter(cx);
         io_release(cx);
         for (u32 i = 0; r > 0 && i < io->nports; i++)
-            if (pfd[i].revents & POLLIN) io_receive(cx, &io->ports[i]);
+            if (pfd[i].revents & POLLIN) {
+                io_receive(cx, &io->ports[i]);
+                io->last_rx_ns = now;
+            }
         io_injected(cx);
         /* drain the queues that may send now: at most one round's worth per queue, so a
          * flood on one port cannot hold the lock for long */

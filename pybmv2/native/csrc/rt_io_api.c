@@ -50,6 +50,15 @@ NX_EXPORT int nx_io_port(void *h, u32 num, int fd, int vnet) {
     return 0;
 }
 
+/* poll without sleeping for `us` microseconds after each frame received (0: sleep at once) */
+NX_EXPORT int nx_io_busy_poll(void *h, u32 us) {
+    ctx_t *cx = h;
+    nx_io_t *io = cx->io;
+    if (!io || io->running) return NX_EINVAL;
+    io->busy_ns = (u64)us * 1000;
+    return 0;
+}
+
 /* depth (packets, 0: unchanged) and rate (packets/s, <= 0: unlimited) of one port's queue,
  * or of every port's (port < 0) */
 NX_EXPORT int nx_io_queue(void *h, i64 port, u32 depth, double rate_pps) {
