@@ -1,9 +1,10 @@
-"""Bring-up and teardown of a 16-switch emulated fabric (pipelines loaded, rules installed)."""
+"""Bring-up and teardown of emulated fabrics: 16 switches, and rail-only fabrics of 128 to 1,024 GPUs."""
 
 from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from pathlib import Path
 
@@ -73,6 +74,7 @@ def scale_series(target: str, servers: tuple[int, ...] = SCALE_SERVERS) -> list[
             up = time.monotonic() - t0
             switches_mb = sum(_rss_mb(pid) for pid in fab.switch_pids().values())
             controller_mb = _rss_mb(os.getpid())
+            answered, worst_ms = rail_pings(fab, topo) if n == max(servers) else (math.nan, math.nan)
         finally:
             t1 = time.monotonic()
             fab.stop()
@@ -80,6 +82,23 @@ def scale_series(target: str, servers: tuple[int, ...] = SCALE_SERVERS) -> list[
         leftover = [i for i in fabric_net.interface_names(topo) if Path(f"/sys/class/net/{i}").exists()]
         out.append({"gpus": n * 8, "bring_up_s": up, "teardown_s": down, "switches_mb": switches_mb,
                     "controller_mb": controller_mb, "left_behind": len(leftover),
+                    "rails_answered": answered, "rails": 8, "worst_rtt_ms": worst_ms,
                     "build_s": fab.timings.build_s, "switches_s": fab.timings.switches_s,
                     "hosts_s": fab.timings.hosts_s, "rules_s": fab.timings.rules_s})
     return out
+
+
+def rail_pings(fab, topo) -> tuple[int, float]:
+    """From the first server to the last, one ping per rail (NIC r to NIC r, through rail
+    switch r): how many rails answered, and the slowest round trip (ms)."""
+    first, last = topo.hosts[0], topo.hosts[-1]
+    host = fab.host(first.name)
+    answered, worst = 0, 0.0
+    for nic in first.nics:
+        peer = next(p for p in last.nics if p.rail == nic.rail)
+        out = host.cmd(f"ping -n -c 3 -i 0.05 -W 1 -I {nic.address} {peer.address}")
+        rtts = [float(x) for x in re.findall(r"time=([0-9.]+) ms", out)]
+        if rtts:
+            answered += 1
+            worst = max(worst, *rtts)
+    return answered, worst

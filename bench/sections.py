@@ -310,6 +310,12 @@ def _scale_rows(ctx: Context) -> list[dict]:
                          b["switches_mb"] if b else None, "report"))
         rows.append(row(f"rail-only {gpus}: controller's memory", "MB", p["controller_mb"],
                          b["controller_mb"] if b else None, "report"))
+    big, big_bm = py[-1], (bm[-1] if bm else None)
+    rows.append(row(f"rail-only {big['gpus']:,} GPUs: rails answering a ping from the first server to the last",
+                     "rails", big["rails_answered"], big_bm["rails_answered"] if big_bm else None,
+                     f"{big['rails']} of {big['rails']}"))
+    rows.append(row("... the slowest of those pings' round trips", "ms", big["worst_rtt_ms"],
+                     big_bm["worst_rtt_ms"] if big_bm else None, "report"))
     tail = [p for p in py if p["gpus"] >= 256]
     if len(tail) >= 2:
         fit = fabric_bringup.growth_exponent
