@@ -369,6 +369,30 @@ def optical_section(ctx: Context) -> list[dict]:
         rows.append(row(f"delivered of {ce['sent']} sent, {label}", "packets", ce["delivered"], None,
                          "report"))
         rows.append(row(f"dropped at the ToR, {label}", "packets", ce["dropped_at_tor"], None, "report"))
+    rows += cleanup_rows(ctx)
+    return rows
+
+
+def cleanup_rows(ctx: Context) -> list[dict]:
+    from bench import cleanup_bench
+
+    print("[bench] a reconfiguration's clean-up (66,000 entries) against forwarding ...", flush=True)
+    nat = cleanup_bench.cleanup_sweep("python-process", "native")
+    bm = cleanup_bench.cleanup_sweep("bmv2", None) if ctx.bmv2 else None
+    rows: list[dict] = []
+    for i, r in enumerate(nat):
+        b = bm[i] if bm else None
+        if r["batch"] == 0:
+            rows.append(row("forwarding latency beside an idle controller, p99 / worst (native engine)", "us",
+                             r["p99_us"], b["p99_us"] if b else None, "report"))
+            continue
+        what = f"clean-up of an Opera ToR's old version, batches of {r['batch']:,}" + (
+            f" {1e3 * r['pause_s']:g} ms apart" if r["pause_s"] else ", no pause")
+        rows.append(row(what, "s", r["seconds"], b["seconds"] if b else None,
+                         "< 20 s" if r["batch"] == 256 else "report"))
+        rows.append(row("... forwarding latency during it, p50", "us", r["p50_us"], b["p50_us"] if b else None, "report"))
+        rows.append(row("... p99", "us", r["p99_us"], b["p99_us"] if b else None, "report"))
+        rows.append(row("... the worst probe", "us", r["max_us"], b["max_us"] if b else None, "report"))
     return rows
 
 
