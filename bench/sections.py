@@ -266,6 +266,31 @@ def reads_section(ctx: Context) -> list[dict]:
                      rs_bm["write_during_read_ms_max"] if rs_bm else None, "report"))
     rows.append(row("wildcard Read of 65,536 entries, median", "s", rs_py["read_s_median"],
                      rs_bm["read_s_median"] if rs_bm else None, "report"))
+    rows += idle_sweep_rows(ctx)
+    return rows
+
+
+def idle_sweep_rows(ctx: Context) -> list[dict]:
+    from bench import idle_sweep
+
+    print("[bench] idle-timeout sweeps of 65,536 entries ...", flush=True)
+    rows: list[dict] = []
+    py, nat = idle_sweep.sweep_time("python"), idle_sweep.sweep_time("native")
+    rows.append(row("idle-timeout sweep of 65,536 entries, Python engine / native engine (in process)", "ms",
+                     1e3 * py["sweep_s_median"], None, "report"))
+    rows.append(row("... native engine (its hit times pulled first)", "ms", 1e3 * nat["sweep_s_median"], None,
+                     "report"))
+    seconds = 2.0 if ctx.quick else 4.0
+    lat_nat = idle_sweep.sweep_latency("python-process", "native", seconds)
+    lat_py = idle_sweep.sweep_latency("python-process", "python", seconds)
+    lat_bm = idle_sweep.sweep_latency("bmv2", None, seconds) if ctx.bmv2 else None
+    for label, lat in (("native engine", lat_nat), ("Python engine", lat_py)):
+        for state in ("empty", "full"):
+            b = lat_bm[state] if lat_bm else None
+            rows.append(row(f"forwarding beside sweeps, flow cache {state}, {label}: p99", "us", lat[state]["p99_us"],
+                             b["p99_us"] if b else None, "report"))
+            rows.append(row("... the worst probe", "us", lat[state]["max_us"], b["max_us"] if b else None,
+                             "full no worse than empty"))
     return rows
 
 

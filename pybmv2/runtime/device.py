@@ -169,9 +169,16 @@ class DeviceManager:
             if now >= self._next_sweep_us:
                 with self.switch.lock:
                     self.switch.refresh()  # the native engine's hit times
-                    while now >= self._next_sweep_us:
-                        p.ageing.sweep(p.tables, self._next_sweep_us)
-                        self._next_sweep_us += SWEEP_INTERVAL_US
+                while now >= self._next_sweep_us:
+                    # a chunk of entries at a time under the switch's lock, which forwarding
+                    # takes between chunks (sleep(0): this thread gives up the interpreter)
+                    steps = p.ageing.sweep_steps(p.tables, self._next_sweep_us)
+                    more = True
+                    while more:
+                        with self.switch.lock:
+                            more = next(steps, StopIteration) is not StopIteration
+                        time.sleep(0)
+                    self._next_sweep_us += SWEEP_INTERVAL_US
             due = p.ageing.take_due(now)
         if due:
             self._emit(p4runtime_pb2.StreamMessageResponse(

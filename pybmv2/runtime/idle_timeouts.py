@@ -25,17 +25,20 @@ What BMv2 and PI do, and so what this does (recorded against ``simple_switch_grp
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 
 from pybmv2.tables import MatchTable, TableEntry
 
-__all__ = ["BUFFERING_US", "SWEEP_INTERVAL_US", "AgeingMonitor", "elapsed_ns", "is_idle"]
+__all__ = ["BUFFERING_US", "SWEEP_CHUNK", "SWEEP_INTERVAL_US", "AgeingMonitor", "elapsed_ns", "is_idle"]
 
 #: BMv2's AgeingMonitor default sweep interval
 SWEEP_INTERVAL_US = 1_000_000
 #: PI's IdleTimeoutBuffer::kDefaultMaxBufferingNs
 BUFFERING_US = 100_000
+#: entries a sweep looks at before it lets packets through (bench/idle_sweep.py: a whole
+#: sweep of 65,536 entries takes about 10 ms, which the Python engine's forwarding waited)
+SWEEP_CHUNK = 4_096
 
 
 def _ms(ttl_ns: int) -> int:
@@ -100,12 +103,31 @@ class AgeingMonitor:
 
     def sweep(self, tables: Mapping[str, MatchTable], now_us: int) -> list[tuple[str, TableEntry]]:
         """One sweep: the entries reported now, also added to the pending buffer."""
+        steps = self.sweep_steps(tables, now_us)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+    def sweep_steps(self, tables: Mapping[str, MatchTable], now_us: int, *,
+                    chunk: int = SWEEP_CHUNK) -> Generator[None, None, list[tuple[str, TableEntry]]]:
+        """:meth:`sweep` a ``chunk`` of entries at a time: the generator pauses after each
+        chunk (its caller may let packets through meanwhile) and returns what it reports.
+        Each table's entries are the ones it held when its turn came; an entry deleted while
+        the sweep pauses may still be reported, as a notification may name an entry the
+        controller deletes before it arrives."""
         out: list[tuple[str, TableEntry]] = []
         for name, table in tables.items():
             if not table.support_timeout:
                 continue
+            entries = list(table.entries())
+            idle: list[TableEntry] = []
+            for start in range(0, len(entries), chunk):
+                if start:
+                    yield
+                idle += [e for e in entries[start:start + chunk] if is_idle(e, now_us)]
             before = self.previous.get(name, set())
-            idle = [e for e in table.entries() if is_idle(e, now_us)]
             fresh = [e for e in idle if e.handle not in before]
             self.previous[name] = {e.handle for e in fresh}
             out += [(name, e) for e in fresh]

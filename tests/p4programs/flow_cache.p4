@@ -30,7 +30,7 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
         actions = { fwd; miss; }
         default_action = miss();
         support_timeout = true;
-        size = 1024;
+        size = 65536; /* make bench sweeps 65,536 entries (bench/idle_sweep.py) */
     }
     table ports {
         key = { hdr.probe.b32: exact; }

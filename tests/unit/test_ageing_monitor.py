@@ -45,3 +45,25 @@ def test_reports_wait_in_one_batch_for_pis_100_ms() -> None:
     assert mon.due_us is None
     mon.reset()
     assert [x.handle for _, x in mon.sweep(tables, 3_000_000)] == [1, 2], "a new pipeline remembers nothing"
+
+
+def test_a_sweep_in_chunks_reports_what_one_sweep_reports() -> None:
+    """sweep_steps pauses every `chunk` entries (the device lets packets through there) and
+    reports exactly what the whole sweep does."""
+    def build() -> Any:
+        return {"t": _Table(*(_Entry(h, 1_000_000_000, h % 3 * 1_000_000) for h in range(1, 11)))}
+
+    whole = AgeingMonitor().sweep(build(), 2_500_000)
+    mon = AgeingMonitor()
+    steps = mon.sweep_steps(build(), 2_500_000, chunk=3)
+    pauses = 0
+    while True:
+        try:
+            next(steps)
+            pauses += 1
+        except StopIteration as done:
+            chunked = done.value
+            break
+    assert pauses == 3, "10 entries, 3 at a time: 4 chunks, 3 pauses"
+    assert [e.handle for _, e in chunked] == [e.handle for _, e in whole] != []
+    assert mon.due_us == 2_600_000
