@@ -70,7 +70,7 @@ test-emulation: setup ## only the Mininet tier (root)
 p4: setup ## recompile every P4 program with p4c-bm2-ss and rewrite the manifests
 	@$(MLFABRIC) p4 compile
 
-bench: setup ## run the benchmarks (BENCH=section to run one: compile, forwarding, data-path, ...); writes bench/results/*.json
+bench: setup ## run the benchmarks, each section timed (BENCH=section to run one: compile, forwarding, data-path, ...; BENCH=engines runs only when named); writes bench/results/*.json
 	@$(PY) -m bench $(if $(BENCH),--section $(BENCH)) $(BENCH_ARGS)
 
 p4c-samples: setup ## differential check of p4c's v1model samples on BMv2 and the Python target (root; P4C_SRC=p4c checkout)

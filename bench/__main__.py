@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from bench import machine
-from bench.sections import SECTIONS, Context, run_sections
+from bench.sections import OPT_IN, SECTIONS, Context, run_sections
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -23,9 +23,12 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="make bench")
     parser.add_argument("--quick", action="store_true", help="shorter runs (for a smoke check)")
     parser.add_argument("--section", action="append", default=[], choices=list(SECTIONS), metavar="NAME",
-                        help=f"run only this section (repeatable): {', '.join(SECTIONS)}")
+                        help=f"run only this section (repeatable): {', '.join(SECTIONS)}; "
+                             f"{', '.join(OPT_IN)} run only when named")
     args = parser.parse_args(argv)
+    t0 = time.monotonic()
     rows = run_sections(Context.of_machine(args.quick), args.section)
+    print(f"[bench] every section: {time.monotonic() - t0:.0f} s")
     print()
     print(f"{'figure':<52} {'unit':<10} {'python':>12} {'bmv2':>12} {'py/bmv2':>8}  goal")
     for r in rows:

@@ -14,7 +14,7 @@ from typing import Any
 
 from controller.errors import MlfabricError
 
-__all__ = ["SECTIONS", "Context", "row", "run_sections"]
+__all__ = ["OPT_IN", "SECTIONS", "Context", "row", "run_sections"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -192,11 +192,22 @@ def main_job_section(ctx: Context) -> list[dict]:
     rows.append(row("the highest NIC rate make run's fabric holds within the fidelity limits", "Mbit/s",
                      float(best or 0), None,
                      ">= 400 Mbit/s" + ("" if best and best >= 400 else " (not reached: docs/benchmarks.md)")))
-    costs = {f"native engine, MTU 9000, {base:g} Mbit/s": search["tried"][0]["alltoall_cost"]}
+    _cost_rows(rows, {f"native engine, MTU 9000, {base:g} Mbit/s": search["tried"][0]["alltoall_cost"]}, None, "")
+    return rows
+
+
+def engines_section(ctx: Context) -> list[dict]:
+    """The main job's all-to-all by engine and frame size (about 10 minutes: not in the
+    default run, ``make bench BENCH=engines``)."""
+    from controller.experiments.rail_only import ExperimentConfig
+
+    rows: list[dict] = []
+    print("[bench] the main job's all-to-all by engine and frame size ...", flush=True)
+    costs: dict[str, dict[str, dict[str, float]]] = {}
     # the engines and frame sizes compared at a quarter of make run's rate, which all of them
     # carry (the Python engine and BMv2 do not keep up with 100 Mbit/s on 2 cores)
-    slow = base / 4
-    variants = {} if ctx.quick else {
+    slow = ExperimentConfig().rate_mbps / 4
+    variants = {
         f"native engine, MTU 9000, {slow:g} Mbit/s": {"engine": "native"},
         f"native engine, MTU 1500, {slow:g} Mbit/s": {"engine": "native", "mtu": 1500},
         f"Python engine, MTU 9000, {slow:g} Mbit/s": {"engine": "python"}}
@@ -205,10 +216,16 @@ def main_job_section(ctx: Context) -> list[dict]:
         if cost is not None:
             costs[name] = cost
     bm_a2a = _main_job_cost("BMv2, MTU 9000", slow, rows, target="bmv2", extra=("--super-frames", "0")) \
-        if ctx.bmv2 and not ctx.quick else None
+        if ctx.bmv2 else None
+    _cost_rows(rows, costs, bm_a2a, f"MTU 9000, {slow:g} Mbit/s")
+    return rows
+
+
+def _cost_rows(rows: list[dict], costs: dict[str, dict[str, dict[str, float]]],
+               bm_a2a: dict[str, dict[str, float]] | None, bmv2_beside: str) -> None:
     for name, cost in costs.items():
         for fabric, c in cost.items():
-            theirs = bm_a2a.get(fabric) if bm_a2a and name.endswith(f"MTU 9000, {slow:g} Mbit/s") else None
+            theirs = bm_a2a.get(fabric) if bm_a2a and name.endswith(bmv2_beside) else None
             rows.append(row(f"all-to-all, {fabric}, {name}: machine CPU per GB", "CPU-s/GB",
                              c["machine_cpu_s_per_gb"], theirs["machine_cpu_s_per_gb"] if theirs else None,
                              "report (lower is better)"))
@@ -216,7 +233,6 @@ def main_job_section(ctx: Context) -> list[dict]:
                 rows.append(row(f"... of which {part}" + (" (kernel: TCP, veths, shaping)" if part == "rest" else ""),
                                  "CPU-s/GB", c[f"{part}_cpu_s_per_gb"],
                                  theirs[f"{part}_cpu_s_per_gb"] if theirs else None, "report"))
-    return rows
 
 
 def _main_job_cost(name: str, rate: float, rows: list[dict], **kwargs: Any) -> dict[str, dict[str, float]] | None:
@@ -237,7 +253,7 @@ def reads_section(ctx: Context) -> list[dict]:
     print("[bench] forwarding and Writes during a 65,536-entry wildcard Read ...", flush=True)
     from bench import read_stall
 
-    reads = 2 if ctx.quick else 5
+    reads = 2 if ctx.quick else 3
     rs_py = read_stall.read_stall("python-process", reads=reads, engine="python")
     rs_bm = read_stall.read_stall("bmv2", reads=reads) if ctx.bmv2 else None
     for q, goal in (("p50", "report"), ("p99", "< 5,000 us")):
@@ -376,8 +392,8 @@ def optical_section(ctx: Context) -> list[dict]:
     print("[bench] consistent reconfiguration of a 16-switch optical fabric under load ...", flush=True)
     from bench import reconfigure_bench
 
-    rc_py = reconfigure_bench.reconfigure_timing("python", 3 if ctx.quick else 5)
-    rc_bm = reconfigure_bench.reconfigure_timing("bmv2", 3 if ctx.quick else 5) if ctx.bmv2 else None
+    rc_py = reconfigure_bench.reconfigure_timing("python", 3)
+    rc_bm = reconfigure_bench.reconfigure_timing("bmv2", 3) if ctx.bmv2 else None
     rows.append(row("reconfigure call to last of 16 acks (open session), median", "ms",
                      rc_py["committed_ms_median"], rc_bm["committed_ms_median"] if rc_bm else None, "< 50 ms"))
     rows.append(row("reconfigure call to last of 16 acks (open session), worst", "ms",
@@ -402,8 +418,8 @@ def cleanup_rows(ctx: Context) -> list[dict]:
     from bench import cleanup_bench
 
     print("[bench] a reconfiguration's clean-up (66,000 entries) against forwarding ...", flush=True)
-    nat = cleanup_bench.cleanup_sweep("python-process", "native")
-    bm = cleanup_bench.cleanup_sweep("bmv2", None) if ctx.bmv2 else None
+    nat = cleanup_bench.cleanup_sweep("python-process", "native", cleanup_bench.SETTINGS[:1])
+    bm = cleanup_bench.cleanup_sweep("bmv2", None, cleanup_bench.SETTINGS[:1]) if ctx.bmv2 else None
     rows: list[dict] = []
     for i, r in enumerate(nat):
         b = bm[i] if bm else None
@@ -535,14 +551,18 @@ SECTIONS: dict[str, tuple[bool, Callable[[Context], list[dict]]]] = {
     "checkmate": (False, checkmate_section),
     "aggregation": (True, aggregation_section),
     "p4runtime": (False, p4runtime_section),
+    "engines": (True, engines_section),
 }
+#: sections that run only when named (``make bench BENCH=NAME``): the whole run stays
+#: within 15 minutes on 2 cores without them
+OPT_IN = ("engines",)
 
 
 def run_sections(ctx: Context, names: list[str]) -> list[dict]:
     """The rows of the sections named (every one when none is), each timed; a section that
     needs root is skipped, saying why, without it."""
     rows: list[dict] = []
-    for name in names or list(SECTIONS):
+    for name in names or [n for n in SECTIONS if n not in OPT_IN]:
         needs_root, section = SECTIONS[name]
         if needs_root and not ctx.root:
             print(f"[bench] section {name} skipped: it needs root (veths, Mininet)")
