@@ -253,7 +253,7 @@ def reads_section(ctx: Context) -> list[dict]:
     print("[bench] forwarding and Writes during a 65,536-entry wildcard Read ...", flush=True)
     from bench import read_stall
 
-    reads = 2 if ctx.quick else 3
+    reads = 2
     rs_py = read_stall.read_stall("python-process", reads=reads, engine="python")
     rs_bm = read_stall.read_stall("bmv2", reads=reads) if ctx.bmv2 else None
     for q, goal in (("p50", "report"), ("p99", "< 5,000 us")):
@@ -296,7 +296,7 @@ def idle_sweep_rows(ctx: Context) -> list[dict]:
                      1e3 * py["sweep_s_median"], None, "report"))
     rows.append(row("... native engine (its hit times pulled first)", "ms", 1e3 * nat["sweep_s_median"], None,
                      "report"))
-    seconds = 2.0 if ctx.quick else 4.0
+    seconds = 2.0 if ctx.quick else 3.0
     lat_nat = idle_sweep.sweep_latency("python-process", "native", seconds)
     lat_py = idle_sweep.sweep_latency("python-process", "python", seconds)
     lat_bm = idle_sweep.sweep_latency("bmv2", None, seconds) if ctx.bmv2 else None
