@@ -22,7 +22,7 @@ from pybmv2.calendar import HOLD_LINES, CalendarQueue, HoldCounts, release_slot
 from pybmv2.errors import PacketIOError, TargetError
 from pybmv2.pcap import PcapWriter
 from pybmv2.port_monitor import PortMonitor
-from pybmv2.ports import Port, PortSpec
+from pybmv2.ports import Port, PortSpec, close_ports
 from pybmv2.program import Program
 from pybmv2.queues import DEFAULT_QUEUE_DEPTH, EgressQueues
 from pybmv2.startup import StartupPhases
@@ -361,7 +361,6 @@ class SwitchDaemon:
         if self.ingress_line is not None:
             self.ingress_line.stop()
         self.queues.stop()
-        for port in self.ports.values():
-            port.close()
+        close_ports(self.ports.values())
         for pcap in self._pcaps.values():
             pcap.close()

@@ -10,16 +10,18 @@ as given).
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import contextlib
 import errno
 import socket
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pybmv2.errors import PacketIOError
 from pybmv2.offload import VNET_HDR, frames_of
 
-__all__ = ["Port", "PortSpec", "parse_port_spec"]
+__all__ = ["Port", "PortSpec", "close_ports", "parse_port_spec"]
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
@@ -174,3 +176,17 @@ class Port:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def close_ports(ports: Iterable[Port]) -> None:
+    """Close many ports at once. Closing a packet socket waits for an RCU grace period in
+    the kernel (``synchronize_net``, 8-16 ms here), so a switch of 128 ports took 1.5 s to
+    close them one after another; closed from threads (``close`` releases the interpreter)
+    they share their grace periods."""
+    ports = list(ports)
+    if len(ports) <= 2:
+        for port in ports:
+            port.close()
+        return
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, len(ports))) as pool:
+        list(pool.map(Port.close, ports))
