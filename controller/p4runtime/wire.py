@@ -19,7 +19,13 @@ __all__ = ["UPDATE_TYPES", "encode_rule_updates", "encode_write_request"]
 UPDATE_TYPES = {"insert": 1, "modify": 2, "delete": 3}
 
 
+#: one-byte varints, the common case (tags, lengths under 128, small ids)
+_SMALL = tuple(bytes((i,)) for i in range(128))
+
+
 def _varint(value: int) -> bytes:
+    if 0 <= value < 128:
+        return _SMALL[value]
     out = bytearray()
     while True:
         byte = value & 0x7F
@@ -58,6 +64,11 @@ class _TableCodec:
         for aid in info.action_ids:
             a = schema.action(aid)
             self.actions[a.name] = a
+        #: per match field, its FieldMatch's field_id bytes; per action, its id and parameters'
+        self._fid = {m.id: _vi(1, m.id) for m in info.match_fields}
+        self._action_parts = {name: (_vi(1, a.id), frozenset(p.name for p in a.params),
+                                     tuple((p.name, _vi(2, p.id), p.bitwidth) for p in a.params))
+                              for name, a in self.actions.items()}
 
     def match(self, name: str, m: object) -> bytes:
         try:
@@ -65,7 +76,7 @@ class _TableCodec:
         except KeyError:
             raise SchemaError(f"table {self.info.name!r} has no match field {name!r}") from None
         w = mf.bitwidth
-        fid = _vi(1, mf.id)
+        fid = self._fid[mf.id]
         if isinstance(m, Exact) and mf.match_type == "exact":
             return _ld(2, fid + _ld(2, _ld(1, encode_int(m.value, w))))
         if isinstance(m, Lpm) and mf.match_type == "lpm":
@@ -91,11 +102,11 @@ class _TableCodec:
             if len(full) != 1:
                 raise SchemaError(f"action {rule.action!r} is not an action of table {self.info.name!r}")
             a = self.actions[full[0]]
-        if set(rule.params) != {p.name for p in a.params}:
+        head, names, params = self._action_parts[a.name]
+        if rule.params.keys() != names:
             raise BadValue(f"action {a.name}: parameters {sorted(rule.params)}, expected {[p.name for p in a.params]}")
-        body = _vi(1, a.id)
-        for p in a.params:
-            body += _ld(4, _vi(2, p.id) + _ld(3, encode_int(int(rule.params[p.name]), p.bitwidth)))
+        body = head + b"".join(_ld(4, pid + _ld(3, encode_int(int(rule.params[name]), width)))
+                               for name, pid, width in params)
         return _ld(3, _ld(1, body))
 
     def entry(self, rule: TableRule) -> bytes:

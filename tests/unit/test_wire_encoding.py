@@ -34,3 +34,13 @@ def test_write_request_bytes_equal_protobuf() -> None:
     req.election_id.high, req.election_id.low = 1, 5
     req.updates.add().CopyFrom(update("insert", encode_rule(schema, rule)))
     assert encode_write_request(3, (1 << 64) | 5, ups, "r") == req.SerializeToString(deterministic=True)
+
+
+@pytest.mark.parametrize("params", [{"port": 1}, {"port": 1, "dmac": 2, "smac": 3, "vlan": 4}])
+def test_an_action_with_missing_or_extra_parameters_is_named(params: dict) -> None:
+    from controller.p4runtime.values import BadValue
+
+    schema = P4Schema.from_file(pipeline_files("rail_switch").p4info)
+    rule = TableRule("RailIngress.ipv4_lpm", {"hdr.ipv4.dst_addr": Lpm(1, 32)}, "RailIngress.set_nexthop", params)
+    with pytest.raises(BadValue, match=r"action RailIngress.set_nexthop: parameters .* expected \['port', 'dmac', 'smac'\]"):
+        encode_rule_updates(schema, "insert", [rule])
