@@ -47,6 +47,7 @@ def link_group(pid: int, serial: int) -> int:
     """
     return (pid << 8) | (serial & 0xFF)
 
+
 #: what a fresh veth already has: Mininet's ``ethtool -K IF gro off tx on rx on`` changes nothing
 _VETH_OFFLOADS = {"gro": False, "txo": True, "rxo": True}
 #: configuration this module applies in a batch; any other parameter is left to Mininet

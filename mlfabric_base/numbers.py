@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["finite_float", "finite_floats", "is_finite_number", "nonfinite_fields", "nonnegative_float", "number_problem",
+__all__ = ["finite_float", "finite_floats", "is_finite_number", "nonfinite_fields", "nonnegative_float", "nonnegative_int", "number_problem",
            "parse_finite", "positive_float", "positive_int", "unit_fraction"]
 
 
@@ -113,23 +113,34 @@ nonnegative_float = _float_type("nonnegative_float", minimum=0.0)
 unit_fraction = _float_type("unit_fraction", minimum=0.0, maximum=1.0)
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1.
+def _int_type(name: str, minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``minimum``.
 
-    >>> positive_int("3")
-    3
+    >>> positive_int("3"), nonnegative_int("0")
+    (3, 0)
     >>> positive_int("0")
     Traceback (most recent call last):
     ...
     argparse.ArgumentTypeError: '0': must be >= 1
     """
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be >= 1")
-    return value
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be >= {minimum}")
+        return value
+
+    parse.__name__ = name  # argparse names the type in its messages
+    return parse
+
+
+#: an argparse type: an integer >= 1
+positive_int = _int_type("positive_int", 1)
+#: an argparse type: an integer >= 0
+nonnegative_int = _int_type("nonnegative_int", 0)
 
 
 def nonfinite_fields(config: Any) -> Iterator[tuple[str, Any]]:

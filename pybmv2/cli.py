@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from mlfabric_base.numbers import parse_finite, positive_float
+from mlfabric_base.numbers import nonnegative_int, parse_finite, positive_float
 from pybmv2.daemon import ENGINES
 from pybmv2.errors import TargetError
 
@@ -105,21 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "TCP segment the hosts' offloads left whole (up to 64 KB) goes through the pipeline once "
                         "on the native engine and is cut into frames by the kernel only where a device needs it; "
                         "the Python engine cuts it first. Counters and meters count super-packets")
-    p.add_argument("--busy-poll-us", type=_non_negative_int, default=0, metavar="US",
+    p.add_argument("--busy-poll-us", type=nonnegative_int, default=0, metavar="US",
                    help="extension (not in BMv2), native engine: after each frame received, poll the ports this "
                         "long without sleeping (default 0: sleep at once). Lower latency per hop where waking "
                         "a sleeping CPU is slow (virtual machines), at the CPU of the polling")
     return p
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
 
 
 def default_engine(environ: Mapping[str, str] = os.environ) -> str:

@@ -37,4 +37,4 @@ def test_busy_polling_is_off_unless_asked(argv: list[str], value: int) -> None:
 def test_a_negative_busy_polling_window_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--no-p4", "--busy-poll-us", "-5"])
-    assert "--busy-poll-us: must be >= 0, got -5" in capsys.readouterr().err
+    assert "--busy-poll-us: '-5': must be >= 0" in capsys.readouterr().err
