@@ -6,10 +6,11 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${MLFABRIC_VENV:-$ROOT/.venv}"
 # gcc and libc6-dev: the Python target's native engine compiles each program to C;
+# python3-dev: the switch's WriteRequest decoder is compiled as a Python extension (pybmv2/runtime/wire_native.py);
 # openmpi-bin and libopenmpi-dev: `mlfabric launch --mpi` (mpirun, and the library mpi4py loads);
 # nftables: the TopoOpt experiment's servers count the bytes they relay
 # chromium and chromium-driver: the dashboard's and the results pages' tests drive a real, headless browser
-APT_PACKAGES=(mininet iproute2 iputils-ping procps iperf3 tcpdump ethtool python3-venv python3-pip gcc libc6-dev
+APT_PACKAGES=(mininet iproute2 iputils-ping procps iperf3 tcpdump ethtool python3-venv python3-pip gcc libc6-dev python3-dev
               openmpi-bin libopenmpi-dev nftables chromium chromium-driver)
 STAMP="$VENV/.mlfabric-installed"
 

@@ -51,13 +51,14 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "mlfabric" / "native"
 
 
-def build(source: str) -> Path:
-    """The shared object built from ``source`` (compiled now unless cached)."""
+def build(source: str, *, flags: tuple[str, ...] = (), what: str = "the native engine") -> Path:
+    """The shared object built from ``source`` (compiled now unless cached), with ``flags``
+    after :data:`CFLAGS`; ``what`` names it in the log and in errors."""
     cc = compiler()
     if cc is None:
         raise NativeBuildError("no C compiler: install gcc (Debian: apt-get install gcc "
                                "libc6-dev) or set CC")
-    key = hashlib.sha256("\0".join((source, _version(cc), *CFLAGS)).encode()).hexdigest()
+    key = hashlib.sha256("\0".join((source, _version(cc), *CFLAGS, *flags)).encode()).hexdigest()
     out_dir = cache_dir()
     target = out_dir / f"{key}.so"
     if target.exists():
@@ -71,14 +72,14 @@ def build(source: str) -> Path:
         src = Path(tmp) / f"{key}.c"
         src.write_text(source)
         obj = Path(tmp) / f"{key}.so"
-        log.info("compiling the native engine (%d lines of C) with %s", source.count("\n"), cc)
+        log.info("compiling %s (%d lines of C) with %s", what, source.count("\n"), cc)
         try:
-            done = subprocess.run([cc, *CFLAGS, "-o", str(obj), str(src)], capture_output=True,
+            done = subprocess.run([cc, *CFLAGS, *flags, "-o", str(obj), str(src)], capture_output=True,
                                   text=True, timeout=BUILD_TIMEOUT, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise NativeBuildError(f"the C compiler {cc} failed to run: {exc}") from exc
         if done.returncode != 0:
-            raise NativeBuildError(f"{cc} failed on the generated source (exit "
+            raise NativeBuildError(f"{cc} failed on the source of {what} (exit "
                                    f"{done.returncode}):\n{done.stderr[-4000:]}")
         os.replace(obj, target)
     return target

@@ -62,6 +62,7 @@ import grpc
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+from pybmv2.runtime import wire_native
 from pybmv2.runtime.device import DeviceManager, Frames
 from pybmv2.runtime.raw_read import RawReadHandler
 from pybmv2.runtime.raw_write import RawWriteHandler
@@ -133,6 +134,7 @@ class P4RuntimeServer:
         )
         if self.options.write_fast_path:  # must come first: it takes over Write
             server.add_generic_rpc_handlers((RawWriteHandler(self.servicer.write_serialized),))
+            wire_native.start_building()  # Writes are decoded in Python until it is loaded
         server.add_generic_rpc_handlers((RawReadHandler(self.servicer.read_serialized),))
         p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(self.servicer, server)
         try:

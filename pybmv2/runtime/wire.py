@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pybmv2.runtime import wire_native
 from pybmv2.runtime.values import ActionValue, EntryValue, MatchValue
 
-__all__ = ["WriteBatch", "decode_write_request"]
+__all__ = ["WriteBatch", "decode_in_python", "decode_write_request"]
 
 _MASK32 = 0xFFFFFFFF
 _SIGN32 = 0x80000000
@@ -57,7 +58,18 @@ class _Unsupported(Exception):
 
 
 def decode_write_request(data: bytes) -> WriteBatch | None:
-    """The WriteBatch of a serialized WriteRequest, or None if protobuf must parse it."""
+    """The WriteBatch of a serialized WriteRequest, or None if protobuf must parse it.
+
+    The C build of this decoder (:mod:`pybmv2.runtime.wire_native`) does it once loaded."""
+    fast = wire_native.decoder()
+    if fast is not None:
+        got = fast(data, EntryValue)
+        return None if got is None else WriteBatch(*got)
+    return decode_in_python(data)
+
+
+def decode_in_python(data: bytes) -> WriteBatch | None:
+    """:func:`decode_write_request` by the Python functions below."""
     try:
         return _write_request(bytes(data) + b"\x00")
     except _Unsupported:
@@ -137,7 +149,10 @@ def _write_request(buf: bytes) -> WriteBatch:
         tag = buf[pos]
         pos += 1
         if tag == 0x22:  # updates = 4
-            start, pos = _span(buf, pos, end)
+            start = pos + 1
+            pos = start + buf[pos]  # the length in one byte (below 128), else a varint
+            if buf[start - 1] >= 0x80 or pos > end:
+                start, pos = _span(buf, start - 1, end)
             updates.append(_update(buf, start, pos, actions))
         elif tag == 0x08:  # device_id = 1 (uint64)
             device_id, pos = _varint(buf, pos)
@@ -189,10 +204,16 @@ def _update(buf: bytes, pos: int, end: int,
         if tag == 0x12:  # entity = 2
             if entry is not None:
                 raise _Unsupported("entity given twice")
-            start, pos = _span(buf, pos, end)
+            start = pos + 1
+            pos = start + buf[pos]
+            if buf[start - 1] >= 0x80 or pos > end:
+                start, pos = _span(buf, start - 1, end)
             entry = _entity(buf, start, pos, actions)
         elif tag == 0x08:  # type = 1 (enum)
-            kind, pos = _int32(buf, pos)
+            kind = buf[pos]
+            pos += 1
+            if kind >= 0x80:
+                kind, pos = _int32(buf, pos - 1)
             if kind not in _UPDATE_TYPES:
                 raise _Unsupported("unknown update type")
         else:
@@ -210,7 +231,10 @@ def _entity(buf: bytes, pos: int, end: int, actions: dict[bytes, ActionValue]) -
         pos += 1
         if tag != 0x12 or entry is not None:  # table_entry = 2, once
             raise _Unsupported(f"Entity tag {tag:#x}")
-        start, pos = _span(buf, pos, end)
+        start = pos + 1
+        pos = start + buf[pos]
+        if buf[start - 1] >= 0x80 or pos > end:
+            start, pos = _span(buf, start - 1, end)
         entry = _table_entry(buf, start, pos, actions)
     _done(pos, end)
     if entry is None:
@@ -229,14 +253,20 @@ def _table_entry(buf: bytes, pos: int, end: int,
         tag = buf[pos]
         pos += 1
         if tag == 0x12:  # match = 2
-            start, pos = _span(buf, pos, end)
+            start = pos + 1
+            pos = start + buf[pos]
+            if buf[start - 1] >= 0x80 or pos > end:
+                start, pos = _span(buf, start - 1, end)
             matches.append(_field_match(buf, start, pos))
         elif tag == 0x08:  # table_id = 1 (uint32)
             table_id, pos = _uint32(buf, pos)
         elif tag == 0x1A:  # action = 3 (TableAction)
             if action is not None:
                 raise _Unsupported("action given twice")
-            start, pos = _span(buf, pos, end)
+            start = pos + 1
+            pos = start + buf[pos]
+            if buf[start - 1] >= 0x80 or pos > end:
+                start, pos = _span(buf, start - 1, end)
             raw = buf[start:pos]
             cached = actions.get(raw)
             if cached is None:
@@ -280,13 +310,19 @@ def _field_match(buf: bytes, pos: int, end: int) -> MatchValue:
         tag = buf[pos]
         pos += 1
         if tag == 0x08:  # field_id = 1 (uint32)
-            field_id, pos = _uint32(buf, pos)
+            field_id = buf[pos]
+            pos += 1
+            if field_id >= 0x80:
+                field_id, pos = _uint32(buf, pos - 1)
             continue
         found = _MATCH_TAGS.get(tag)  # other = 100 (a two-byte tag) is not decoded
         if found is None or kind is not None:
             raise _Unsupported(f"FieldMatch tag {tag:#x}")
         kind, second_tag = found
-        start, pos = _span(buf, pos, end)
+        start = pos + 1
+        pos = start + buf[pos]
+        if buf[start - 1] >= 0x80 or pos > end:
+            start, pos = _span(buf, start - 1, end)
         first, second = _match_value(buf, start, pos, second_tag)
     _done(pos, end)
     if kind is None:
@@ -308,13 +344,20 @@ def _match_value(buf: bytes, pos: int, end: int,
         tag = buf[pos]
         pos += 1
         if tag == 0x0A:  # value / low = 1
-            first, pos = _bytes(buf, pos, end)
+            start = pos + 1
+            pos = start + buf[pos]
+            if buf[start - 1] >= 0x80 or pos > end:
+                start, pos = _span(buf, start - 1, end)
+            first = buf[start:pos]
         elif tag != second_tag or not second_tag:
             raise _Unsupported(f"FieldMatch value tag {tag:#x}")
         elif tag == 0x12:  # mask / high = 2
             second, pos = _bytes(buf, pos, end)
         else:  # prefix_len = 2 (int32)
-            second, pos = _int32(buf, pos)
+            second = buf[pos]
+            pos += 1
+            if second >= 0x80:
+                second, pos = _int32(buf, pos - 1)
     _done(pos, end)
     return first, second
 

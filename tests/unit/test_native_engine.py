@@ -117,7 +117,7 @@ def test_the_build_is_cached_by_content(tmp_path, monkeypatch) -> None:
     stamp = first.stat().st_mtime_ns
     assert build(src) == first and first.stat().st_mtime_ns == stamp
     assert build(src + "/* changed */\n") != first
-    with pytest.raises(NativeBuildError, match="failed on the generated source"):
+    with pytest.raises(NativeBuildError, match="failed on the source of the native engine"):
         build("this is not C\n")
     monkeypatch.setenv("CC", "no-such-compiler-anywhere")
     with pytest.raises(NativeBuildError, match="no C compiler"):

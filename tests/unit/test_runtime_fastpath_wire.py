@@ -1,4 +1,5 @@
-"""The hand-written WriteRequest decoder (pybmv2.runtime.wire) against protobuf's own parser.
+"""The hand-written WriteRequest decoder (pybmv2.runtime.wire) against protobuf's own parser,
+in both of its builds: the Python functions and the C module (pybmv2.runtime.wire_native).
 
 Random requests (fixed seeds) serialized by protobuf must decode to exactly what the protobuf
 parse gives through :func:`pybmv2.runtime.values.entry_from_proto`; every field the decoder
@@ -9,17 +10,38 @@ mutated bytes, whatever it accepts protobuf must parse to the same values.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pytest
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 from p4.v1 import p4runtime_pb2
 
+from pybmv2.runtime import wire_native
 from pybmv2.runtime.arbitration import election_id_of
-from pybmv2.runtime.values import entry_from_proto
-from pybmv2.runtime.wire import WriteBatch, decode_write_request
+from pybmv2.runtime.values import EntryValue, entry_from_proto
+from pybmv2.runtime.wire import WriteBatch, decode_in_python, decode_write_request
 
 pytestmark = pytest.mark.unit
+
+Decode = Callable[[bytes], "WriteBatch | None"]
+
+
+@pytest.fixture(params=["python", "c"])
+def decode(request: pytest.FixtureRequest) -> Decode:
+    """Each build of the decoder: the C one is built here (a C compiler and Python.h are
+    installed by tools/bootstrap.sh; without them the switch decodes in Python)."""
+    if request.param == "python":
+        return decode_in_python
+    fast = wire_native.load()
+    if fast is None:
+        pytest.skip("the C decoder cannot be built here (no C compiler or no Python.h)")
+
+    def decode_in_c(data: bytes) -> WriteBatch | None:
+        got = fast(data, EntryValue)
+        return None if got is None else WriteBatch(*got)
+
+    return decode_in_c
 
 WriteRequest = p4runtime_pb2.WriteRequest
 
@@ -126,16 +148,16 @@ def random_request(rng: random.Random) -> p4runtime_pb2.WriteRequest:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_random_requests_decode_as_protobuf_parses_them(seed: int) -> None:
+def test_random_requests_decode_as_protobuf_parses_them(seed: int, decode: Decode) -> None:
     rng = random.Random(seed)
     for _ in range(150):
         data = random_request(rng).SerializeToString()
-        got = decode_write_request(data)
+        got = decode(data)
         assert got is not None
         assert got == expected(WriteRequest.FromString(data))
 
 
-def test_scalars_follow_protobuf_decoding() -> None:
+def test_scalars_follow_protobuf_decoding(decode: Decode) -> None:
     """Negative int32 (10-byte varints), 64-bit values, the last of repeated scalars."""
     req = WriteRequest(device_id=2**64 - 1)
     te = req.updates.add(type=p4runtime_pb2.Update.INSERT).entity.table_entry
@@ -143,31 +165,31 @@ def test_scalars_follow_protobuf_decoding() -> None:
     te.controller_metadata = 2**64 - 1
     te.match.add(field_id=1).lpm.prefix_len = -1
     data = req.SerializeToString() + WriteRequest(device_id=7).SerializeToString()
-    got = decode_write_request(data)
+    got = decode(data)
     assert got == expected(WriteRequest.FromString(data))
     assert got is not None and got.device_id == 7
     assert got.updates[0][1].priority == -5
     assert got.updates[0][1].matches[0][3] == -1
 
 
-def test_32_bit_fields_keep_the_low_bits_of_wider_varints() -> None:
+def test_32_bit_fields_keep_the_low_bits_of_wider_varints(decode: Decode) -> None:
     big = 2**40 + 5
     varint = _varint(big)
     fm = _tag(1, 0) + varint + _wrap(2, b"")  # field_id, exact
     te = _tag(1, 0) + varint + _wrap(2, fm) + _tag(4, 0) + _varint(2**33 - 7)  # priority
     data = _wrap(4, _tag(1, 0) + b"\x01" + _wrap(2, _wrap(2, te)))
-    got = decode_write_request(data)
+    got = decode(data)
     assert got == expected(WriteRequest.FromString(data))
     assert got is not None
     entry = got.updates[0][1]
     assert (entry.table_id, entry.matches[0][0], entry.priority) == (5, 5, -7)
 
 
-def test_an_empty_request_and_zero_election_id() -> None:
-    assert decode_write_request(b"") == WriteBatch(0, "", None, 0, [])
+def test_an_empty_request_and_zero_election_id(decode: Decode) -> None:
+    assert decode(b"") == WriteBatch(0, "", None, 0, [])
     req = WriteRequest()
     req.election_id.SetInParent()
-    assert decode_write_request(req.SerializeToString()) == WriteBatch(0, "", 0, 0, [])
+    assert decode(req.SerializeToString()) == WriteBatch(0, "", 0, 0, [])
 
 
 # -- what the decoder declines ---------------------------------------------------------------
@@ -206,10 +228,10 @@ def _set_any(msg: Message, f: FieldDescriptor) -> None:
         setattr(msg, f.name, value)
 
 
-def test_the_minimal_request_is_decoded() -> None:
+def test_the_minimal_request_is_decoded(decode: Decode) -> None:
     req, messages = _minimal()
     assert set(messages) == set(SUPPORTED)
-    assert decode_write_request(req.SerializeToString()) == expected(req)
+    assert decode(req.SerializeToString()) == expected(req)
 
 
 def _unsupported_fields() -> list[tuple[str, str]]:
@@ -219,11 +241,11 @@ def _unsupported_fields() -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize(("message", "field"), _unsupported_fields())
-def test_every_other_field_is_declined(message: str, field: str) -> None:
+def test_every_other_field_is_declined(message: str, field: str, decode: Decode) -> None:
     req, messages = _minimal()
     msg = messages[message]
     _set_any(msg, msg.DESCRIPTOR.fields_by_name[field])
-    assert decode_write_request(req.SerializeToString()) is None
+    assert decode(req.SerializeToString()) is None
 
 
 def test_the_unsupported_fields_cover_the_brief() -> None:
@@ -273,11 +295,11 @@ def _wrap(number: int, payload: bytes) -> bytes:
     _tag(6, 2) + b"\x02\xc3\x28",                       # role that is not UTF-8
     _wrap(4, _wrap(2, _wrap(2, _tag(1, 0) + b"\x80"))),  # varint running out of its message
 ])
-def test_declined_bytes(data: bytes) -> None:
-    assert decode_write_request(data) is None
+def test_declined_bytes(data: bytes, decode: Decode) -> None:
+    assert decode(data) is None
 
 
-def test_mutated_bytes_are_declined_or_decoded_as_protobuf_does() -> None:
+def test_mutated_bytes_are_declined_or_decoded_as_protobuf_does(decode: Decode) -> None:
     rng = random.Random(1234)
     accepted = 0
     for _ in range(1500):
@@ -292,7 +314,7 @@ def test_mutated_bytes_are_declined_or_decoded_as_protobuf_does() -> None:
                 data.insert(at, rng.getrandbits(8))
             elif at < len(data):
                 del data[at]
-        got = decode_write_request(bytes(data))
+        got = decode(bytes(data))
         if got is None:
             continue
         accepted += 1
@@ -302,3 +324,19 @@ def test_mutated_bytes_are_declined_or_decoded_as_protobuf_does() -> None:
             raise AssertionError(f"decoded what protobuf rejects: {bytes(data)!r}") from exc
         assert got == expected(parsed), bytes(data)
     assert accepted > 100
+
+
+def test_writes_are_decoded_in_c_once_it_is_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = wire_native.load()
+    if fast is None:
+        pytest.skip("the C decoder cannot be built here (no C compiler or no Python.h)")
+    calls: list[int] = []
+
+    def counted(data: bytes, cls: type) -> object:
+        calls.append(1)
+        return fast(data, cls)
+
+    monkeypatch.setattr(wire_native, "_decode", counted)
+    data = random_request(random.Random(9)).SerializeToString()
+    assert decode_write_request(data) == decode_in_python(data)
+    assert calls == [1]
