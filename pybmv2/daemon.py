@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pybmv2.calendar import HOLD_LINES, CalendarQueue, HoldCounts, release_slot
 from pybmv2.errors import PacketIOError, TargetError
+from pybmv2.heap import settle_heap
 from pybmv2.pcap import PcapWriter
 from pybmv2.port_monitor import PortMonitor
 from pybmv2.ports import Port, PortSpec, close_ports
@@ -155,6 +156,7 @@ class SwitchDaemon:
                         path = options.pcap_dir / f"{spec.iface}_{direction}.pcap"
                         self._pcaps[(spec.number, direction)] = PcapWriter(path)
             self.server = P4RuntimeServer(self.switch, device_id=options.device_id, address=options.grpc_addr)
+            self.server.device.after_commit = settle_heap
             self.server.packet_out_injector = self.inject
             #: each port's interface up or down, for PI's watch ports
             self.port_monitor = PortMonitor({n: p.spec.iface for n, p in self.ports.items()},

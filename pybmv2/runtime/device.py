@@ -96,6 +96,9 @@ class DeviceManager:
             = None
         self.packet_out_injector: Callable[[int, bytes], None] | None = None
         self.packet_out_sink: Callable[[Frames], None] | None = None
+        #: called once a pipeline is committed, holding no lock but the configuration's
+        #: (the switch process settles its heap there: pybmv2.heap)
+        self.after_commit: Callable[[], None] | None = None
         #: called between chunks of a table Read's encoding, with no lock held (tests use
         #: it to pause a Read there)
         self.read_hook: Callable[[], None] | None = None
@@ -251,7 +254,10 @@ class DeviceManager:
                 if self._saved is None:
                     raise P4RuntimeError(grpc.StatusCode.FAILED_PRECONDITION,
                                          "COMMIT without a config saved by VERIFY_AND_SAVE")
-                self._commit(self._saved)
+                try:
+                    self._commit(self._saved)
+                finally:
+                    self._committed()
                 return
             pipeline = build_pipeline(config, startup)
             pipeline.clock_us = self.switch.now_us
@@ -262,12 +268,22 @@ class DeviceManager:
             if action == SetAction.VERIFY_AND_SAVE:
                 self._saved = pipeline
             elif action == SetAction.VERIFY_AND_COMMIT:
-                self._commit(pipeline)
+                try:
+                    self._commit(pipeline)
+                finally:
+                    self._committed()
             elif action == SetAction.RECONCILE_AND_COMMIT:
-                self._reconcile(pipeline)
+                try:  # committed even when some of the state could not be written again
+                    self._reconcile(pipeline)
+                finally:
+                    self._committed()
             else:
                 raise P4RuntimeError(grpc.StatusCode.INVALID_ARGUMENT,
                                      f"Invalid SetForwardingPipeline action {action}")
+
+    def _committed(self) -> None:
+        if self.after_commit is not None:
+            self.after_commit()
 
     def _commit(self, pipeline: Pipeline) -> None:
         with self._batch_lock:
