@@ -260,14 +260,18 @@ class MatchTable:
                 f"table {self.name!r}: action id {call.action_id} is not one of its actions"
             )
 
-    def insert(self, entry: TableEntry, *, canonical: bool = True) -> TableEntry:
+    def insert(self, entry: TableEntry, *, canonical: bool = True,
+               checked: bool = False) -> TableEntry:
         """Add an entry. Const entries from the JSON need not be ``canonical``: a ternary
         or LPM value may have bits outside its mask or prefix, which BMv2 ignores (they are
-        cleared here); P4Runtime writes must be canonical, as PI requires."""
-        self.validate_key(entry.key, entry.priority, canonical=canonical)
-        if not canonical:
-            entry.key = tuple(_canonical(kf, part) for kf, part in zip(self.keys, entry.key, strict=True))
-        self.validate_action(entry.action)
+        cleared here); P4Runtime writes must be canonical, as PI requires. ``checked``:
+        the caller validated the key and the action as :meth:`validate_key` and
+        :meth:`validate_action` do (P4Runtime's codec, which is stricter)."""
+        if not checked:
+            self.validate_key(entry.key, entry.priority, canonical=canonical)
+            if not canonical:
+                entry.key = tuple(_canonical(kf, part) for kf, part in zip(self.keys, entry.key, strict=True))
+            self.validate_action(entry.action)
         sk = self._store_key(entry.key, entry.priority)
         if sk in self._by_key:
             raise EntryExistsError(f"table {self.name!r}: entry already exists")
@@ -323,6 +327,10 @@ class MatchTable:
         while ternary[i] is not entry:
             i += 1
         return i
+
+    def get(self, key: tuple[Any, ...], priority: int = 0) -> TableEntry | None:
+        """The entry of ``key`` (a tuple) and ``priority``, or None."""
+        return self._by_key.get((key, priority) if self.requires_priority else (key, 0))
 
     def find(self, key: tuple[Any, ...], priority: int = 0) -> TableEntry:
         sk = self._store_key(tuple(key), priority)

@@ -179,18 +179,22 @@ def key_from_values(tb: TableBinding, matches: Sequence[MatchValue],
     fields = info.match_fields
     if len(matches) > len(fields):
         raise invalid("Too many fields in match key")
-    given: dict[int, MatchValue] = {}
-    for fm in matches:
-        mf = info.field_by_id(fm[0])
-        if mf is None:
-            raise invalid(f"Unknown field in match key: id {fm[0]}")
-        if mf.position in given:
-            raise invalid(f"Duplicate field in match key: {mf.name!r}")
-        given[mf.position] = fm
-    key = tuple(
-        _decode_field(tb, pos, given[pos]) if pos in given else _wildcard(info, pos)
-        for pos in range(len(fields))
-    )
+    if len(matches) == len(fields) and tuple([fm[0] for fm in matches]) == info.field_ids:
+        # every field, in key order (as encoders write them): nothing to look up
+        key = tuple([_decode_field(tb, pos, fm) for pos, fm in enumerate(matches)])
+    else:
+        given: dict[int, MatchValue] = {}
+        for fm in matches:
+            mf = info.field_by_id(fm[0])
+            if mf is None:
+                raise invalid(f"Unknown field in match key: id {fm[0]}")
+            if mf.position in given:
+                raise invalid(f"Duplicate field in match key: {mf.name!r}")
+            given[mf.position] = fm
+        key = tuple([
+            _decode_field(tb, pos, given[pos]) if pos in given else _wildcard(info, pos)
+            for pos in range(len(fields))
+        ])
     need_priority = info.requires_priority
     if not need_priority and priority > 0:
         raise invalid("Non-zero priority for non-ternary match")

@@ -124,6 +124,26 @@ class TableInfo:
     def requires_priority(self) -> bool:
         return any(mf.match_type in _PRIORITY_KINDS for mf in self.match_fields)
 
+    @cached_property
+    def field_ids(self) -> tuple[int, ...]:
+        """The match fields' ids in key order (a key given in this order, every field
+        once, needs no lookup per field); empty if the P4Info repeats an id."""
+        ids = tuple(mf.id for mf in self.match_fields)
+        return ids if len(set(ids)) == len(ids) else ()
+
+    @cached_property
+    def takes_plain_entries(self) -> bool:
+        """A direct, writable table with a key PI passes on as it is: an entry with a direct
+        action and nothing else to check can take :mod:`~pybmv2.runtime.table_ops`' short
+        path."""
+        return (bool(self.match_fields) and not self.is_const_table
+                and not self.implementation_id and self.translated_field is None)
+
+    @cached_property
+    def translated_field(self) -> MatchFieldInfo | None:
+        """The first match field of a @p4runtime_translation type, if any."""
+        return next((mf for mf in self.match_fields if mf.translated), None)
+
     def field_by_id(self, field_id: int) -> MatchFieldInfo | None:
         """The match field of an id (the first, if the P4Info repeats it)."""
         return self._fields_by_id.get(field_id)

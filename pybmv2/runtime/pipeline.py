@@ -75,6 +75,8 @@ class Pipeline:
     #: (table id, action value) -> its validated ActionCall, a memo of
     #: :func:`pybmv2.runtime.codec.action_call` (a pure function of the pipeline)
     action_calls: dict[tuple[int, ActionValue], ActionCall] = field(default_factory=dict)
+    #: the same, for the actions checked as a non-default entry's of that (direct) table
+    entry_calls: dict[tuple[int, ActionValue], ActionCall] = field(default_factory=dict)
     #: P4Info action profile id -> its member and group state
     profiles: dict[int, ProfileManager] = field(default_factory=dict)
     #: P4Info table id -> the wire encoder of its entries (a cache, filled by reads)
@@ -83,9 +85,14 @@ class Pipeline:
     clock_us: Callable[[], int] = field(default=lambda: 0)
     #: the idle-timeout sweeps of the tables with support_timeout
     ageing: AgeingMonitor = field(default_factory=AgeingMonitor)
+    #: table id -> :meth:`table`'s answer (a pipeline's tables never change)
+    _found_tables: dict[int, tuple[TableBinding, MatchTable]] = field(default_factory=dict)
 
     def table(self, table_id: int) -> tuple[TableBinding, MatchTable]:
         """The binding and target table of a P4Info table id (INVALID_ARGUMENT if none)."""
+        found = self._found_tables.get(table_id)
+        if found is not None:
+            return found
         if not self.index.is_valid_id(table_id, _TABLE):
             raise invalid_id()
         tb = self.binding.tables.get(table_id)
@@ -93,7 +100,8 @@ class Pipeline:
             raise P4RuntimeError(grpc.StatusCode.UNKNOWN,
                                  f"table {self.index.tables[table_id].name!r} is in the P4Info "
                                  "but not in the BMv2 JSON: the target has no such table")
-        return tb, self.tables[tb.target_name]
+        found = self._found_tables[table_id] = (tb, self.tables[tb.target_name])
+        return found
 
     def to_config(self) -> p4runtime_pb2.ForwardingPipelineConfig:
         config = p4runtime_pb2.ForwardingPipelineConfig()

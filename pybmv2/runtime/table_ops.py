@@ -14,7 +14,7 @@ from __future__ import annotations
 import grpc
 from p4.v1 import p4runtime_pb2
 
-from pybmv2.errors import EntryNotFoundError, TargetError
+from pybmv2.errors import TargetError
 from pybmv2.externs import MeterRates, meter_cell
 from pybmv2.runtime.codec import (
     action_call,
@@ -47,10 +47,7 @@ def _denied(message: str) -> P4RuntimeError:
 
 
 def _find(table: MatchTable, key: tuple, priority: int) -> TableEntry | None:
-    try:
-        return table.find(key, priority)
-    except EntryNotFoundError:
-        return None
+    return table.get(key, priority)
 
 
 def _counter_unit(p: Pipeline, tb: TableBinding) -> int:
@@ -161,7 +158,12 @@ def write_table_entry(p: Pipeline, update_type: int, msg: EntryValue) -> None:
         raise invalid("is_const must be false in a WriteRequest")
     try:
         if update_type == Update.INSERT:
-            _insert(p, tb, table, msg)
+            if (msg.action_kind == "action" and not msg.is_default_action and not msg.idle_timeout_ns
+                    and msg.meter_config is None and not msg.has_meter and msg.counter_data is None
+                    and tb.info.takes_plain_entries):
+                _insert_plain(p, tb, table, msg)
+            else:
+                _insert(p, tb, table, msg)
         elif update_type == Update.MODIFY:
             _modify(p, tb, table, msg)
         elif update_type == Update.DELETE:
@@ -193,7 +195,7 @@ def _insert(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -
     if _find(table, key, priority) is not None:
         raise P4RuntimeError(grpc.StatusCode.ALREADY_EXISTS,
                              "Match entry exists, use MODIFY if you wish to change action")
-    translated = next((mf for mf in tb.info.match_fields if mf.translated), None)
+    translated = tb.info.translated_field
     if translated is not None:
         # PI translates nothing: BMv2 gets the P4Runtime-width key and refuses every entry
         raise P4RuntimeError(grpc.StatusCode.UNKNOWN,
@@ -210,11 +212,38 @@ def _insert(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -
         entry.packets, entry.bytes = merge_counts(
             _counter_unit(p, tb), msg.counter_data, (0, 0))
     try:
-        table.insert(entry)  # from here on the entry only changes by copy (pybmv2.tables)
+        # key and action validated above (key_from_values, _check_action); from here on the
+        # entry only changes by copy (pybmv2.tables)
+        table.insert(entry, checked=True)
     except TargetError:
         if plan is not index:  # PI's cleanup of a one-shot group created for nothing
             _drop_oneshot(p, tb, index)
         raise
+
+
+def _insert_plain(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -> None:
+    """:func:`_insert` of the entry most writes are (a direct action, no direct resources, no
+    timeout, into a table that :attr:`TableInfo.takes_plain_entries`): the same checks in
+    the same order, less the ones such an entry passes, and its action checked once per
+    pipeline."""
+    key, priority = key_from_values(tb, msg.matches, msg.priority)
+    action = msg.action
+    assert action is not None
+    memo = p.entry_calls
+    memo_key = (tb.info.id, action)
+    call = memo.get(memo_key)
+    if call is None:
+        check_table_action(p.index, tb.info, False, "action", action[0])
+        call = action_call(p.index, tb, action)
+        if len(memo) < ACTION_MEMO_SIZE:
+            memo[memo_key] = call
+    if table.get(key, priority) is not None:
+        raise P4RuntimeError(grpc.StatusCode.ALREADY_EXISTS,
+                             "Match entry exists, use MODIFY if you wish to change action")
+    entry = TableEntry(key, call, priority, metadata=msg.controller_metadata, hit_us=p.clock_us())
+    if msg.metadata:
+        entry.extra["metadata"] = msg.metadata
+    table.insert(entry, checked=True)
 
 
 def _modify(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryValue) -> None:
