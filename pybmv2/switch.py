@@ -10,6 +10,7 @@ a rate and a depth can sit in between.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -148,6 +149,11 @@ class V1Switch:
             self._nstacks = program.layout.num_stacks
             program.ingress.set_trace(self._trace)
             program.egress.set_trace(self._trace)
+
+    def deferring_adds(self) -> contextlib.AbstractContextManager[None]:
+        """Where a batch of entries is written: the native engine's switch adds them to its
+        engine together (pybmv2.native.switch); here, nothing to do."""
+        return contextlib.nullcontext()
 
     def refresh(self) -> None:
         """Bring state an engine keeps elsewhere into the Python objects P4Runtime reads

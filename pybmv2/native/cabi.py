@@ -23,8 +23,9 @@ U64P, U32P, I64P, DP = POINTER(c_uint64), POINTER(c_uint32), POINTER(c_int64), P
 _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "nx_create": (c_void_p, []),
     "nx_destroy": (None, [c_void_p]),
-    "nx_table_add": (c_int64, [c_void_p, c_int, U64P, U64P, c_int, c_int32, c_uint64, c_int32,
+    "nx_table_add": (c_int64, [c_void_p, c_int, c_char_p, c_char_p, c_int, c_int32, c_uint64, c_int32,
                                U64P, c_int, c_int, c_uint32]),
+    "nx_table_add_many": (c_int64, [c_void_p, c_void_p, c_uint32, c_void_p]),
     "nx_table_modify": (c_int, [c_void_p, c_int, c_int64, c_int32, U64P, c_int, c_int, c_uint32]),
     "nx_table_delete": (c_int, [c_void_p, c_int, c_int64]),
     "nx_table_set_default": (c_int, [c_void_p, c_int, c_int32, U64P, c_int]),

@@ -36,7 +36,12 @@ from pybmv2.tables import ActionCall, IndirectIndex
 __all__ = ["Frames", "NativeEngine", "engine_library"]
 
 Frames = list[tuple[int, bytes]]
+#: an entry for :meth:`NativeEngine.table_add_many`: (table, key, priority, action, seq,
+#: indirect), as :meth:`NativeEngine.table_add` takes them
+NewEntry = tuple[str, Sequence[Any], int, ActionCall, int, "IndirectIndex | None"]
 M64 = (1 << 64) - 1
+#: how many actions' argument words an engine keeps (:meth:`NativeEngine._args`)
+ARGS_MEMO_SIZE = 4096
 log = logging.getLogger(__name__)
 
 
@@ -133,6 +138,9 @@ class NativeEngine:
         if not self._ctx:
             raise MemoryError("the native engine could not allocate its context")
         self._tables = {m.name: m for m in manifest.tables}
+        self._args_memo: dict[ActionCall, tuple[Any, list[int]]] = {}
+        #: id(ActionCall) -> (that object, its words): cheaper than hashing the call
+        self._args_by_id: dict[int, tuple[ActionCall, list[int]]] = {}
         self._digests: list[tuple[int, tuple[int, ...]]] = []
         # out-parameters of nx_outputs and nx_digests
         self._buf, self._ports, self._offs, self._lens = c_void_p(), c_void_p(), c_void_p(), \
@@ -175,17 +183,46 @@ class NativeEngine:
             raise TargetError(f"no table named {name!r} in the native engine") from None
 
     def _args(self, call: ActionCall) -> tuple[Any, int]:
+        """The engine's argument words of ``call`` as a ctypes array, and how many."""
+        array_, words = self._arg_words(call)
+        return array_, len(words)
+
+    def _arg_words(self, call: ActionCall) -> tuple[Any, list[int]]:
+        """The engine's argument words of ``call`` (a ctypes array and a list), memoized: a
+        batch of writes repeats a few actions, and building them costs more than the
+        engine's whole insert. The engine copies them: one array serves every entry."""
+        found = self._args_memo.get(call)
+        if found is not None:
+            return found
         layout = self.manifest.action_args.get(call.action_id, [])
         words = [0] * self.manifest.max_argw
         for (word, width), value in zip(layout, call.args, strict=False):
             for i, w in enumerate(_split(value, 1 if width <= 64 else 2)):
                 words[word + i] = w
-        return _words(words), len(words)
+        found = (_words(words), words)
+        if len(self._args_memo) < ARGS_MEMO_SIZE:
+            self._args_memo[call] = found
+        return found
 
-    def _key(self, meta: TableMeta, key: Sequence[Any]) -> tuple[Any, Any, int]:
-        a, b = [0] * max(meta.nwords, 1), [0] * max(meta.nwords, 1)
-        plen = 0
-        for (kind, width, word, n), part in zip(meta.fields, key, strict=True):
+    @staticmethod
+    def _key_ints(meta: TableMeta, key: Sequence[Any]) -> tuple[int, int, int]:
+        """A key as two integers whose 64-bit words are the engine's two word arrays (value,
+        and mask or high: each field shifted to its first word), and its prefix length."""
+        fields = meta.fields
+        if len(fields) == 1 and len(key) == 1 and fields[0][2] == 0:  # the common key
+            kind, width = fields[0][0], fields[0][1]
+            part = key[0]
+            if kind == "exact" or kind == "valid":
+                if part >> width:
+                    raise InvalidEntryError(f"table {meta.name!r}: value {part:#x} does not fit "
+                                            f"a {width}-bit key field")
+                return part, 0, 0
+            if kind == "lpm":
+                va, plen = part
+                if 0 <= plen <= width and not va >> width:
+                    return va, ((1 << width) - 1) ^ ((1 << (width - plen)) - 1), plen
+        a = b = plen = 0
+        for (kind, width, word, _), part in zip(fields, key, strict=True):
             if kind in ("exact", "valid"):
                 va, vb = part, 0
             elif kind == "lpm":
@@ -193,17 +230,23 @@ class NativeEngine:
                 if not 0 <= plen <= width:
                     raise InvalidEntryError(f"table {meta.name!r}: prefix length {plen} of a "
                                             f"{width}-bit field")
-                full = (1 << width) - 1
-                vb = full ^ ((1 << (width - plen)) - 1)
+                vb = ((1 << width) - 1) ^ ((1 << (width - plen)) - 1)
             else:  # ternary, optional: (value, mask); range: (low, high)
                 va, vb = part
-            for v in (va, vb):
-                if not 0 <= v < 1 << width:
-                    raise InvalidEntryError(f"table {meta.name!r}: value {v:#x} does not fit "
-                                            f"a {width}-bit key field")
-            a[word:word + n] = _split(va, n)
-            b[word:word + n] = _split(vb, n)
-        return _words(a), _words(b), plen
+            if va >> width or vb >> width:  # negative, or wider than the field
+                bad = va if va >> width else vb
+                raise InvalidEntryError(f"table {meta.name!r}: value {bad:#x} does not fit "
+                                        f"a {width}-bit key field")
+            shift = 64 * word
+            a |= va << shift
+            b |= vb << shift
+        return a, b, plen
+
+    def _key(self, meta: TableMeta, key: Sequence[Any]) -> tuple[bytes, bytes, int]:
+        """:meth:`_key_ints` as the little-endian bytes of the two word arrays."""
+        a, b, plen = self._key_ints(meta, key)
+        size = 8 * max(meta.nwords, 1)
+        return a.to_bytes(size, "little"), b.to_bytes(size, "little"), plen
 
     @staticmethod
     def _indirect(index: IndirectIndex | None) -> tuple[int, int]:
@@ -224,6 +267,55 @@ class NativeEngine:
         rc = self._lib.nx_table_add(self._ctx, meta.tid, a, b, plen, priority, seq,
                                     action.action_id, args, nargs, kind, handle)
         return _check(rc, f"table {table!r}")
+
+    def table_add_many(self, entries: Sequence[NewEntry]
+                       ) -> tuple[list[int], TargetError | MemoryError | None]:
+        """:meth:`table_add` for many entries with one engine call (one take of its lock).
+
+        Returns the engine ids of the entries added, in order, and the error of the first
+        that could not be (None if all were): the entries after it are not tried."""
+        words: list[int] = []
+        extend = words.extend
+        packed = 0
+        error: TargetError | MemoryError | None = None
+        by_id = self._args_by_id
+        for table, key, priority, action, seq, indirect in entries:
+            try:
+                meta = self.table(table)
+                a, b, plen = self._key_ints(meta, key)
+            except TargetError as exc:
+                error = exc
+                break
+            n = meta.nwords or 1
+            found = by_id.get(id(action))  # a batch's entries share a few ActionCall objects
+            if found is None or found[0] is not action:
+                found = by_id[id(action)] = (action, self._arg_words(action)[1])
+                if len(by_id) > ARGS_MEMO_SIZE:
+                    by_id.clear()
+            argw = found[1]
+            if indirect is None:
+                extend((meta.tid, plen, priority & M64, seq, action.action_id & M64, len(argw), 0, 0, n))
+            else:
+                extend((meta.tid, plen, priority & M64, seq, action.action_id & M64, len(argw),
+                        2 if indirect.is_group else 1, indirect.handle, n))
+            if n == 1:
+                extend((a, b))
+            else:
+                extend([(a >> (64 * i)) & M64 for i in range(n)])
+                extend([(b >> (64 * i)) & M64 for i in range(n)])
+            extend(argw)
+            packed += 1
+        if not packed:
+            return [], error
+        buf = array("Q", words)
+        eids = (c_int64 * packed)()
+        added = self._lib.nx_table_add_many(self._ctx, buf.buffer_info()[0], packed, eids)
+        if added < packed:
+            try:
+                _check(eids[added], f"table {entries[added][0]!r}")
+            except (TargetError, MemoryError) as exc:
+                error = exc
+        return eids[:added], error
 
     def table_modify(self, table: str, eid: int, action: ActionCall,
                      indirect: IndirectIndex | None = None) -> None:

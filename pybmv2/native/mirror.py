@@ -13,6 +13,12 @@ plane touched, not what the tables hold.
 initial load, the resynchronisation after the Python engine ran packets (tracing), and the
 tests' oracle: with the observers attached it finds nothing to do.
 
+Inside a Write (:meth:`EngineMirror.deferring_adds`), new entries are added to the engine
+together, with one call, when the Write's updates are done or as soon as any other change
+comes (so the engine sees every change in the order Python made it): one call per entry
+cost more than the rest of a Write's work on the entry. Packets meet the new entries when
+that call returns, before the Write is answered.
+
 Every engine call that changes state takes the engine's lock in C, for that call only: the
 I/O thread of process mode never runs a packet against a half-made change, and never waits
 for the Python work of a Write (nor for the GIL it may wait for). One change may take a few
@@ -23,7 +29,9 @@ all (:meth:`NativeEngine.pull_begin`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +43,8 @@ from pybmv2.program import Program
 from pybmv2.tables import ActionCall, IndirectIndex, MatchTable, TableEntry
 
 __all__ = ["EngineMirror"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -84,6 +94,9 @@ class EngineMirror:
         #: called with a table's name once an entry added to it reached the engine (tests
         #: pause a Write there)
         self.change_hook: Callable[[str], None] | None = None
+        #: entries inserted and not yet added to the engine (:meth:`deferring_adds`)
+        self._pending: list[tuple[MatchTable, TableEntry]] = []
+        self._deferring = False
 
     # -- observers: every control-plane change, as it is made ------------------------------
 
@@ -101,6 +114,7 @@ class EngineMirror:
         self.pre.observer = self._pre_changed
 
     def detach(self) -> None:
+        self.flush()
         for table in self.program.tables.values():
             if table.observer is self:
                 table.observer = None
@@ -115,6 +129,11 @@ class EngineMirror:
     def entry_changed(self, table: MatchTable, old: TableEntry | None, new: TableEntry | None,
                       *, counters: bool = False) -> None:
         name = table.name
+        if old is None and new is not None and self._deferring:
+            self._pending.append((table, new))
+            return
+        if self._pending:
+            self.flush()
         if new is None:
             assert old is not None
             gone = self._entries[name].pop(old.handle, None)
@@ -133,9 +152,55 @@ class EngineMirror:
             self.engine.entry_set_counters(name, k.eid, 0, 0)
 
     def default_changed(self, table: MatchTable) -> None:
+        self.flush()
         self._push_default(table.name, table)
 
+    @contextlib.contextmanager
+    def deferring_adds(self, lock: contextlib.AbstractContextManager[Any]) -> Iterator[None]:
+        """Entries inserted meanwhile reach the engine together (:meth:`flush`), at the end
+        or before any other change. ``lock`` is the switch's, which the caller holds around
+        each change: it is taken here to start and to end."""
+        with lock:
+            self._deferring = True
+        try:
+            yield
+        finally:
+            with lock:
+                self._deferring = False
+                self.flush()
+
+    def flush(self) -> None:
+        """Add the entries inserted since the last flush to the engine, with one call.
+
+        An entry the engine refuses (it has no room left in memory) is taken out of its
+        Python table too, so that the two keep holding the same entries; that is logged,
+        since its Write was answered already."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        eids, error = self.engine.table_add_many(
+            [(t.name, e.key, e.priority, e.action, e.handle, e.indirect) for t, e in pending])
+        self.ops += 1
+        hook = self.change_hook
+        for (table, e), eid in zip(pending, eids, strict=False):
+            name = table.name
+            k = self._entries[name][e.handle] = self._by_eid[name][eid] = _Pushed(
+                e, eid, e.action, e.indirect, None, None)
+            if e.meter is not None:
+                self._update(name, k, e)
+            if hook is not None:
+                hook(name)
+        if error is not None:
+            refused = pending[len(eids):]
+            log.error("the native engine refused %d entries written (%s): they are taken out "
+                      "of their tables again", len(refused), error)
+            for table, e in refused:
+                if table.get(e.key, e.priority) is e:
+                    table.delete(e.key, e.priority)
+
     def _profile_changed(self, profile: ActionProfile, kind: str, handle: int) -> None:
+        self.flush()
         pid, _ = self._profiles[id(profile)]
         if kind == "member":
             self._push_member(pid, profile, handle)
@@ -143,6 +208,7 @@ class EngineMirror:
             self._push_group(pid, profile, handle)
 
     def _pre_changed(self, kind: str, ident: int) -> None:
+        self.flush()
         if kind == "group":
             self._push_mgrp(ident)
         elif kind == "session":
@@ -152,9 +218,11 @@ class EngineMirror:
 
     def _counter_written(self, array: CounterArray, index: int) -> None:
         # Python holds the value: the engine's counts not pulled yet are dropped
+        self.flush()
         self.engine.counter_write(array.name, index, 0, 0)
 
     def _meter_configured(self, array: MeterArray, index: int) -> None:
+        self.flush()
         self._push_meter(array.name, array, index)
 
     # -- Python -> engine, one object ---------------------------------------------------------
@@ -165,7 +233,8 @@ class EngineMirror:
         self.ops += 1
         k = self._entries[name][e.handle] = self._by_eid[name][eid] = _Pushed(
             e, eid, e.action, e.indirect, None, None)
-        self._update(name, k, e)
+        if e.meter is not None:  # the rest of the entry went in with it
+            self._update(name, k, e)
 
     def _update(self, name: str, k: _Pushed, e: TableEntry) -> None:
         k.entry = e
@@ -248,6 +317,7 @@ class EngineMirror:
     def push(self) -> int:
         """Apply every difference between the Python state and the engine; how many engine
         calls that took (0 when the observers kept it in step)."""
+        self.flush()
         before = self.ops
         with self.engine.locked():
             for name, table in self.program.tables.items():
@@ -268,6 +338,7 @@ class EngineMirror:
     def push_value_sets(self) -> None:
         """Parser value sets have no observers: P4Runtime cannot write them (as on BMv2),
         only code holding the Program can; the switch compares them before every batch."""
+        self.flush()
         for name, members in self.program.parser.value_sets.items():
             if members != self._value_sets.get(name):
                 self.engine.value_set_set(name, members)  # the call takes the engine's lock
@@ -318,6 +389,7 @@ class EngineMirror:
         meanwhile, and what it counts during the pull is taken by the next one. The caller
         keeps pulls apart from each other and from control-plane changes (the switch's
         lock)."""
+        self.flush()
         engine = self.engine
         ext = self.program.externs
         engine.pull_begin()

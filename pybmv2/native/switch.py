@@ -12,8 +12,9 @@ it; ``"python"`` never builds anything.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from pybmv2.native.build import compiler
 from pybmv2.native.engine import NativeEngine
@@ -119,6 +120,17 @@ class NativeSwitch(V1Switch):
             if self.native is not None:
                 self.native.close()
             self.native = self.mirror = None
+
+    @contextlib.contextmanager
+    def deferring_adds(self) -> Iterator[None]:
+        """Entries inserted meanwhile reach the native engine with one call at the end
+        (:meth:`EngineMirror.deferring_adds`)."""
+        mirror = self.mirror
+        if mirror is None:
+            yield
+            return
+        with mirror.deferring_adds(self.lock):
+            yield
 
     def sync(self) -> int:
         """Compare the Python state (entries, PRE, externs) with the engine's and apply the

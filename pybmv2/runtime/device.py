@@ -379,16 +379,18 @@ class DeviceManager:
                     "Support for atomic write modes has not been implemented yet")
             # one update at a time under the switch's lock, as BMv2 takes its table locks
             # per update: packets keep flowing between the updates of a long batch instead
-            # of waiting (with their ingress timestamps already taken) for the whole batch
-            for update in updates:
-                try:
-                    with lock:
-                        apply(p, update)
-                    append(None)
-                except P4RuntimeError as exc:
-                    append(exc)
-                except TargetError as exc:
-                    append(from_target_error(exc))
+            # of waiting (with their ingress timestamps already taken) for the whole batch.
+            # The native engine gets the batch's new entries together, before the answer.
+            with self.switch.deferring_adds():
+                for update in updates:
+                    try:
+                        with lock:
+                            apply(p, update)
+                        append(None)
+                    except P4RuntimeError as exc:
+                        append(exc)
+                    except TargetError as exc:
+                        append(from_target_error(exc))
         for i, r in enumerate(results):
             if r is not None:
                 log.debug("device %d: update %d failed: %s", self.device_id, i, r)

@@ -124,6 +124,29 @@ NX_EXPORT i64 nx_table_add(void *h, int tid, const u64 *a, const u64 *b, int ple
     LOCKED(i64, do_table_add(h, tid, a, b, plen, prio, seq, action, args, nargs, ind_kind, ind_handle));
 }
 
+/* Entries packed in 64-bit words, one after another: tid, plen, priority, seq, action,
+ * nargs, indirect kind, indirect handle, nwords, then nwords key words (a), nwords mask
+ * words (b) and nargs argument words (engine.py packs them: NativeEngine.table_add_many).
+ * Each entry's id goes to eids; the number added is returned, and if it is less than n,
+ * eids[that number] holds the error of the entry that failed (the rest were not tried).
+ * The lock is taken once for all of them: packets wait at most one batch of adds. */
+NX_EXPORT i64 nx_table_add_many(void *h, const u64 *w, u32 n, i64 *eids) {
+    ctx_t *cx = h;
+    u32 i;
+    pthread_mutex_lock(&cx->mu);
+    for (i = 0; i < n; i++) {
+        int nwords = (int)w[8], nargs = (int)w[5];
+        const u64 *a = w + 9, *b = a + nwords, *args = b + nwords;
+        i64 id = do_table_add(h, (int)w[0], a, b, (int)w[1], (i32)w[2], w[3], (i32)w[4], args,
+                              nargs, (int)w[6], (u32)w[7]);
+        eids[i] = id;
+        if (id < 0) break;
+        w = args + nargs;
+    }
+    pthread_mutex_unlock(&cx->mu);
+    return i;
+}
+
 static int do_table_modify(void *h, int tid, i64 eid, i32 action, const u64 *args, int nargs,
                               int ind_kind, u32 ind_handle) {
     table_t *t = tbl(h, tid);
