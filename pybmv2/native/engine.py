@@ -205,25 +205,25 @@ class NativeEngine:
         return found
 
     @staticmethod
-    def _key_ints(meta: TableMeta, key: Sequence[Any]) -> tuple[int, int, int]:
-        """A key as two integers whose 64-bit words are the engine's two word arrays (value,
-        and mask or high: each field shifted to its first word), and its prefix length."""
+    def _key_words(meta: TableMeta, key: Sequence[Any]) -> tuple[list[int], list[int], int]:
+        """A key as the engine's two word arrays (value, and mask or high; each field at its
+        first word, low word first) and its prefix length."""
         fields = meta.fields
-        if len(fields) == 1 and len(key) == 1 and fields[0][2] == 0:  # the common key
+        if len(fields) == 1 and fields[0][3] == 1 and len(key) == 1:  # one field, one word
             kind, width = fields[0][0], fields[0][1]
             part = key[0]
             if kind == "exact" or kind == "valid":
-                if part >> width:
-                    raise InvalidEntryError(f"table {meta.name!r}: value {part:#x} does not fit "
-                                            f"a {width}-bit key field")
-                return part, 0, 0
-            if kind == "lpm":
+                if not part >> width:
+                    return [part], [0], 0
+            elif kind == "lpm":
                 va, plen = part
                 if 0 <= plen <= width and not va >> width:
-                    return va, ((1 << width) - 1) ^ ((1 << (width - plen)) - 1), plen
-        a = b = plen = 0
-        for (kind, width, word, _), part in zip(fields, key, strict=True):
-            if kind in ("exact", "valid"):
+                    return [va], [((1 << width) - 1) ^ ((1 << (width - plen)) - 1)], plen
+        n = meta.nwords or 1
+        a, b = [0] * n, [0] * n
+        plen = 0
+        for (kind, width, word, nw), part in zip(fields, key, strict=True):
+            if kind == "exact" or kind == "valid":
                 va, vb = part, 0
             elif kind == "lpm":
                 va, plen = part
@@ -237,16 +237,17 @@ class NativeEngine:
                 bad = va if va >> width else vb
                 raise InvalidEntryError(f"table {meta.name!r}: value {bad:#x} does not fit "
                                         f"a {width}-bit key field")
-            shift = 64 * word
-            a |= va << shift
-            b |= vb << shift
+            if nw == 1:
+                a[word], b[word] = va, vb
+            else:
+                a[word:word + nw] = _split(va, nw)
+                b[word:word + nw] = _split(vb, nw)
         return a, b, plen
 
     def _key(self, meta: TableMeta, key: Sequence[Any]) -> tuple[bytes, bytes, int]:
-        """:meth:`_key_ints` as the little-endian bytes of the two word arrays."""
-        a, b, plen = self._key_ints(meta, key)
-        size = 8 * max(meta.nwords, 1)
-        return a.to_bytes(size, "little"), b.to_bytes(size, "little"), plen
+        """:meth:`_key_words` as bytes (ctypes passes them as the word arrays)."""
+        a, b, plen = self._key_words(meta, key)
+        return array("Q", a).tobytes(), array("Q", b).tobytes(), plen
 
     @staticmethod
     def _indirect(index: IndirectIndex | None) -> tuple[int, int]:
@@ -282,11 +283,10 @@ class NativeEngine:
         for table, key, priority, action, seq, indirect in entries:
             try:
                 meta = self.table(table)
-                a, b, plen = self._key_ints(meta, key)
+                a, b, plen = self._key_words(meta, key)
             except TargetError as exc:
                 error = exc
                 break
-            n = meta.nwords or 1
             found = by_id.get(id(action))  # a batch's entries share a few ActionCall objects
             if found is None or found[0] is not action:
                 found = by_id[id(action)] = (action, self._arg_words(action)[1])
@@ -294,15 +294,13 @@ class NativeEngine:
                     by_id.clear()
             argw = found[1]
             if indirect is None:
-                extend((meta.tid, plen, priority & M64, seq, action.action_id & M64, len(argw), 0, 0, n))
+                extend((meta.tid, plen, priority & M64, seq, action.action_id & M64, len(argw), 0, 0,
+                        len(a)))
             else:
                 extend((meta.tid, plen, priority & M64, seq, action.action_id & M64, len(argw),
-                        2 if indirect.is_group else 1, indirect.handle, n))
-            if n == 1:
-                extend((a, b))
-            else:
-                extend([(a >> (64 * i)) & M64 for i in range(n)])
-                extend([(b >> (64 * i)) & M64 for i in range(n)])
+                        2 if indirect.is_group else 1, indirect.handle, len(a)))
+            extend(a)
+            extend(b)
             extend(argw)
             packed += 1
         if not packed:
