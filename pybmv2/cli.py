@@ -17,9 +17,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from mlfabric_base.grpc_transport import tune_grpc
 from mlfabric_base.numbers import nonnegative_int, parse_finite, positive_float
-from pybmv2.daemon import ENGINES
-from pybmv2.errors import TargetError
+
+tune_grpc()  # before pybmv2.daemon imports grpc
+
+from pybmv2.daemon import ENGINES  # noqa: E402
+from pybmv2.errors import TargetError  # noqa: E402
 
 __all__ = ["main"]
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from controller.cli.help_text import ExperimentOptionsHelp, add_group_examples
 from controller.cli.output import add_json_flag
 from controller.errors import MlfabricError
+from mlfabric_base.grpc_transport import tune_grpc
 from pybmv2.errors import TargetError
 
 __all__ = ["main"]
@@ -340,6 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    tune_grpc()  # before any command imports grpc (mlfabric_base.grpc_transport)
     parser = build_parser()
     args = parser.parse_args(argv)
     # `kill -USR1 PID` prints every thread's stack to stderr: what a run that seems stuck is doing
