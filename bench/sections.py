@@ -506,24 +506,32 @@ def p4runtime_section(ctx: Context) -> list[dict]:
     su_bm = p4runtime_bench.startup("bmv2", 2 if ctx.quick else 5) if ctx.bmv2 else None
     rows.append(row("process start to arbitration", "s", su_py["arbitration_s_median"],
                      su_bm["arbitration_s_median"] if su_bm else None, "< 0.5 s"))
-    wr_py = p4runtime_bench.writes("python", per_rpc=500 if ctx.quick else 2000, engine="python")
-    wr_bm = p4runtime_bench.writes("bmv2", per_rpc=500 if ctx.quick else 2000) if ctx.bmv2 else None
-    rows.append(row("table writes, batches of 1,000", "entries/s", wr_py["batched_entries_per_s"],
-                     wr_bm["batched_entries_per_s"] if wr_bm else None, ">= 20,000"))
-    rows.append(row("table writes, one per RPC", "entries/s", wr_py["single_entries_per_s"],
-                     wr_bm["single_entries_per_s"] if wr_bm else None, "report"))
-    rows.append(row("batched / one-per-RPC speed-up", "x", wr_py["batch_speedup"],
-                     wr_bm["batch_speedup"] if wr_bm else None, ">= 5x"))
-    rows.append(row("resident memory, rail_switch + 10k entries", "MB", wr_py["rss_mb_with_10k_entries"],
-                     wr_bm["rss_mb_with_10k_entries"] if wr_bm else None, "< 80 MB"))
+    targets: dict[str, tuple[str, str | None]] = {"python": ("python", "python")}
     if _compiler():
-        wr_nat = p4runtime_bench.writes("python", per_rpc=500 if ctx.quick else 2000, engine="native")
-        rows.append(row("resident memory, rail_switch + 10k entries, native engine", "MB",
-                         wr_nat["rss_mb_with_10k_entries"],
-                         wr_bm["rss_mb_with_10k_entries"] if wr_bm else None, "< 80 MB"))
-        rows.append(row("table writes, batches of 1,000, native engine", "entries/s",
-                         wr_nat["batched_entries_per_s"],
-                         wr_bm["batched_entries_per_s"] if wr_bm else None, ">= 20,000"))
+        targets["native"] = ("python", "native")
+    if ctx.bmv2:
+        targets["bmv2"] = ("bmv2", None)
+    rates = p4runtime_bench.write_rates(targets, singles=300 if ctx.quick else 1000,
+                                        repeats=2 if ctx.quick else 3)
+    bm = rates.get("bmv2")
+    for kind in p4runtime_bench.WRITE_TABLES:
+        for engine in ("python", "native"):
+            if engine not in rates:
+                continue
+            label = "" if engine == "python" else ", native engine"
+            rows.append(row(f"table writes, {kind}, batches of 1,000{label}", "entries/s",
+                             rates[engine].batched[kind], bm.batched[kind] if bm else None, ">= BMv2"))
+            rows.append(row(f"table writes, {kind}, one per RPC{label}", "entries/s",
+                             rates[engine].single[kind], bm.single[kind] if bm else None, ">= BMv2"))
+    py = rates["python"]
+    rows.append(row("batched / one-per-RPC speed-up, LPM", "x", py.batched["lpm"] / py.single["lpm"],
+                     bm.batched["lpm"] / bm.single["lpm"] if bm else None, ">= 5x"))
+    for engine in ("python", "native"):
+        if engine in rates:
+            label = "" if engine == "python" else ", native engine"
+            rows.append(row(f"resident memory with 10,000 entries{label}", "MB",
+                             rates[engine].rss_mb_with_entries, bm.rss_mb_with_entries if bm else None,
+                             "< 80 MB"))
     return rows
 
 
