@@ -1,5 +1,6 @@
 """The project's own collective workers on an emulated fabric, as the rail-only and the
-collectives experiments start them: one worker per GPU in its server's host, talking to its
+collectives experiments start them: one worker per GPU in its server's host (forked, per
+server, from one process that imported them: :mod:`workloads.zygote`), talking to its
 server's other GPUs over the paced NVLink (:mod:`workloads.nvlink`; or TCP over the hosts'
 loopback shaped to the intra-server bandwidth, ``nvlink: loopback``), and the hosts'
 minimum TCP retransmission timeout."""
@@ -11,7 +12,7 @@ import dataclasses
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from mlfabric_emulation.fabric_net import EmulatedFabric
@@ -21,6 +22,7 @@ from controller.errors import EmulationError
 from controller.experiments.rail_only import ExperimentConfig, is_fat_tree
 from controller.topology.model import Topology
 from workloads.driver import WorkerGroup
+from workloads.forked import ForkingFactory
 from workloads.plan import Rank
 
 __all__ = ["gpu_ranks", "path_probe", "prepare_hosts", "set_rto_min", "shape_loopback", "workers"]
@@ -84,6 +86,8 @@ def workers(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig, fabric: 
     ranks = gpu_ranks(topo)
     config = {"ranks": [dataclasses.asdict(r) for r in ranks],
               "servers": cfg.servers, "rails": cfg.rails, "port": 7000, "timeout_s": cfg.worker_timeout_s,
+              # every worker waits for its last peer to start: longer with more GPUs (1,024: +51 s)
+              "start_timeout_s": cfg.worker_timeout_s + len(ranks) / 20,
               # a fat-tree reaches every GPU; rail-only only the same server and rail
               "mesh": "full" if is_fat_tree(fabric) else "rail", "tcp_congestion": cfg.tcp_congestion,
               "sock_buf_bytes": cfg.sock_buf_bytes, "local": "unix" if cfg.nvlink == "unix" else "tcp",
@@ -91,11 +95,14 @@ def workers(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig, fabric: 
     config_path = workdir / f"workers-{fabric}.json"
     config_path.write_text(json.dumps(config))
 
-    def popen(rank: Rank, argv: list[str]) -> subprocess.Popen:
-        return fab.host(topo.hosts[rank.server].name).popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    def server_popen(server: int, argv: list[str], pass_fds: Sequence[int]) -> subprocess.Popen:
+        return fab.host(topo.hosts[server].name).popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=tuple(pass_fds))
 
-    with WorkerGroup(popen, config_path, ranks, python=sys.executable) as group:
+    # each server's workers forked from one process that imported them once (workloads.zygote):
+    # a third of the memory per worker, and no interpreter start-up per GPU
+    with ForkingFactory(ranks, server_popen, python=sys.executable) as factory, \
+            WorkerGroup(factory, config_path, ranks, python=sys.executable) as group:
         yield group
 
 

@@ -10,16 +10,17 @@ import os
 import random
 import socket
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from workloads.config import WorkloadConfig
 from workloads.driver import PopenFactory
 from workloads.errors import WorkloadError
+from workloads.forked import ServerPopen
 from workloads.plan import Layout, Rank
 
-__all__ = ["free_base_port", "loopback_config", "loopback_layout", "subprocess_factory"]
+__all__ = ["free_base_port", "loopback_config", "loopback_layout", "subprocess_factory", "subprocess_server_popen"]
 
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,3 +83,16 @@ def subprocess_factory(env: Mapping[str, str] | None = None) -> PopenFactory:
                                 stderr=subprocess.PIPE, env=full)
 
     return factory
+
+
+def subprocess_server_popen(env: Mapping[str, str] | None = None) -> ServerPopen:
+    """Start a server's zygote (:mod:`workloads.forked`) as a local subprocess, with this
+    checkout on ``PYTHONPATH`` and the workers' pipes inherited."""
+    full = dict(os.environ if env is None else env)
+    full["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), full.get("PYTHONPATH", "")) if p)
+
+    def server_popen(server: int, argv: list[str], pass_fds: Sequence[int]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=full, pass_fds=tuple(pass_fds))
+
+    return server_popen
