@@ -1,9 +1,12 @@
-"""Connecting the mesh at start-up: connect to the higher peers, accept the lower ones.
+"""Connecting the mesh at start-up: connect to the lower peers, accept the higher ones.
 
-Rank ``k`` listens on ``(ip_k, port + k)``. Every rank connects to its higher mesh peers
+Rank ``k`` listens on ``(ip_k, port + k)``. Every rank connects to its lower mesh peers
 (:func:`workloads.plan.mesh_peers`) with the socket's source bound to its own address (the
 fat-tree's policy routing sends traffic out of the NIC that owns the source address), and
-accepts its lower peers; one connection per pair carries both directions. A hello frame
+accepts its higher peers; one connection per pair carries both directions. Workers start in
+rank order, so the peers called are listening already, or nearly: none is polled for long
+(with 1,024 workers, calling the higher ones meant tens of thousands of refused attempts a
+second). They are called all at once, in one poll loop (:mod:`workloads.connector`). A hello frame
 checks who is calling, from which address and with which configuration.
 
 With ``local: unix`` (the default) the GPUs of one server talk over Unix sockets instead
@@ -17,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import selectors
 import socket
 import threading
 import time
@@ -24,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from workloads.config import WorkloadConfig
+from workloads.connector import HELLO_READ_BYTES, connect_all
 from workloads.errors import TransportError
-from workloads.framing import HELLO_TAG, Connection
+from workloads.framing import HEADER, HELLO_TAG, SMALL_BYTES, Connection
 from workloads.nvlink import NvlinkClock, PacedConnection, abstract_address
 from workloads.plan import Rank, mesh_peers
 
@@ -33,8 +38,22 @@ __all__ = ["connect_mesh"]
 
 log = logging.getLogger(__name__)
 
+#: the least either side waits for the other's hello; it may wait up to the start-up deadline:
+#: a worker starved of CPU among 1,024 on 2 cores can take a minute to answer
+HELLO_WAIT_S = 5.0
+#: the longest wait in one poll of the acceptor: a stop is noticed within it
+ACCEPT_POLL_S = 1.0
+
+
+def _hello_wait(deadline: float) -> float:
+    """Up to the start-up deadline (at least :data:`HELLO_WAIT_S`): a hello is late only when
+    the whole start-up is."""
+    return max(HELLO_WAIT_S, deadline - time.monotonic())
+
 
 def _config_digest(config: WorkloadConfig) -> str:
+    """What the hellos compare: computed once per start-up (1,024 ranks make it a 100 KB
+    JSON; once per hello it was most of a 1,024-GPU start-up's CPU)."""
     data = config.to_dict()
     key = {k: data[k] for k in ("ranks", "servers", "rails", "port", "mesh", "local", "nvlink_bytes_per_s")}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
@@ -72,54 +91,37 @@ def _local(config: WorkloadConfig, me: Rank, peer: Rank) -> bool:
     return config.local == "unix" and peer.server == me.server
 
 
-def _connect(config: WorkloadConfig, me: Rank, peer: Rank, deadline: float, clock: NvlinkClock) -> Connection:
-    """Connect to ``peer`` from ``me.ip`` (or over the server's NVLink), retrying until
-    ``deadline``; then say hello."""
-    local = _local(config, me, peer)
-    address: Any = abstract_address(config.port, peer.rank) if local else (peer.ip, config.listen_port(peer.rank))
-    shown = f"NVLink {address[1:]}" if local else f"{address[0]}:{address[1]}"
-    last: str = "no attempt"
-    while (remaining := deadline - time.monotonic()) > 0:
-        sock = socket.socket(socket.AF_UNIX if local else socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            _configure(sock, config)
-            if not local:
-                sock.bind((me.ip, 0))
-            sock.settimeout(min(remaining, 5.0))
-            sock.connect(address)
-            if not local and sock.getsockname() == sock.getpeername():
-                raise ConnectionRefusedError("self-connection")
-        except OSError as exc:
-            sock.close()
-            last = exc.strerror or str(exc)
-            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
-            continue
-        _setup(sock, config)
-        conn = (PacedConnection(sock, me, peer, config.timeout_s, clock) if local
+def _connect_lower(config: WorkloadConfig, me: Rank, peers: list[Rank], deadline: float,
+                   clock: NvlinkClock, digest: str) -> dict[int, Connection]:
+    """Connections to every one of ``peers``, started together (:mod:`workloads.connector`):
+    each from ``me.ip`` (or over the server's NVLink), greeted with a hello that names both
+    ranks and the configuration's digest."""
+    def address_of(peer: Rank) -> tuple[bool, Any, str]:
+        if _local(config, me, peer):
+            address = abstract_address(config.port, peer.rank)
+            return True, address, f"NVLink {address[1:]}"
+        return False, (peer.ip, config.listen_port(peer.rank)), f"{peer.ip}:{config.listen_port(peer.rank)}"
+
+    def hello(peer: Rank) -> bytes:
+        return json.dumps({"from": me.rank, "to": peer.rank, "digest": digest}).encode()
+
+    def connection(sock: socket.socket, peer: Rank, local: bool) -> Connection:
+        return (PacedConnection(sock, me, peer, config.timeout_s, clock) if local
                 else Connection(sock, me, peer, config.timeout_s))
-        hello = {"from": me.rank, "to": peer.rank, "digest": _config_digest(config)}
-        try:
-            conn.send_frame(HELLO_TAG, json.dumps(hello).encode())
-            reply = json.loads(conn.recv_frame(HELLO_TAG))
-        except (TransportError, ValueError):
-            sock.close()
-            raise
-        if not reply.get("ok"):
-            sock.close()
-            raise TransportError(f"rank {me.rank}: rank {peer.rank} at {shown} "
-                                 f"refused the connection: {reply.get('error')}")
-        return conn
-    raise TransportError(f"rank {me.rank} ({me.ip}): cannot connect to rank {peer.rank} at "
-                         f"{shown} within {config.start_timeout_s:g} s: {last}")
+
+    return connect_all(config, me, peers, deadline, address_of=address_of, setup=lambda s: _setup(s, config),
+                       hello=hello, hello_wait=lambda: max(config.timeout_s, _hello_wait(deadline)),
+                       connection=connection)
 
 
 class _Acceptor(threading.Thread):
-    """Accepts the lower peers until all are in or the deadline passes."""
+    """Accepts the higher peers until all are in or the deadline passes."""
 
     def __init__(self, listener: socket.socket, config: WorkloadConfig, me: Rank,
-                 expected: set[int], deadline: float, clock: NvlinkClock) -> None:
+                 expected: set[int], deadline: float, clock: NvlinkClock, digest: str) -> None:
         super().__init__(name=f"accept{me.rank}", daemon=True)
         self.listener, self.config, self.me, self.clock = listener, config, me, clock
+        self.digest = digest
         #: the server's GPUs call on the Unix listener: no address to check, the server is
         self.local = listener.family == socket.AF_UNIX
         self.expected, self.deadline = expected, deadline
@@ -129,27 +131,89 @@ class _Acceptor(threading.Thread):
         self.stop = threading.Event()
 
     def run(self) -> None:
+        """Accept and read hellos together, in one poll loop: a caller slow to send its hello
+        (starved of CPU among 1,024 workers) holds up no other."""
+        sel = selectors.DefaultSelector()
+        waiting: dict[socket.socket, tuple[str, bytearray, float]] = {}  # src, bytes so far, by when
         try:
+            self.listener.setblocking(False)
+            sel.register(self.listener, selectors.EVENT_READ)
             while (set(self.conns) != self.expected and not self.stop.is_set()
                    and (left := self.deadline - time.monotonic()) > 0):
-                self.listener.settimeout(min(left, 0.25))
-                try:
-                    sock, addr = self.listener.accept()
-                except TimeoutError:
-                    continue
-                self._hello(sock, "NVLink" if self.local else addr[0])
+                for key, _ in sel.select(min(left, ACCEPT_POLL_S)):
+                    if key.fileobj is self.listener:
+                        self._accept_all(sel, waiting)
+                    else:
+                        sock = key.fileobj
+                        assert isinstance(sock, socket.socket)
+                        self._read_hello(sel, waiting, sock)
+                now = time.monotonic()
+                for sock, (src, _, by) in list(waiting.items()):
+                    if now > by:
+                        self._drop(sel, waiting, sock, f"{src}: no hello before the start-up deadline")
         except BaseException as exc:  # handed to the main thread, raised there
             self.error = exc
+        finally:
+            for sock in list(waiting):
+                sel.unregister(sock)
+                sock.close()
+            sel.close()
 
-    def _hello(self, sock: socket.socket, src_ip: str) -> None:
+    def _accept_all(self, sel: selectors.BaseSelector,
+                    waiting: dict[socket.socket, tuple[str, bytearray, float]]) -> None:
+        while True:
+            try:
+                sock, addr = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            sock.setblocking(False)
+            waiting[sock] = ("NVLink" if self.local else addr[0], bytearray(),
+                             time.monotonic() + _hello_wait(self.deadline))
+            sel.register(sock, selectors.EVENT_READ)
+
+    def _drop(self, sel: selectors.BaseSelector, waiting: dict[socket.socket, tuple[str, bytearray, float]],
+              sock: socket.socket, why: str) -> None:
+        sel.unregister(sock)
+        del waiting[sock]
+        sock.close()
+        self.rejected.append(why)
+        log.warning("rank %d: rejected a connection from %s", self.me.rank, why)
+
+    def _read_hello(self, sel: selectors.BaseSelector, waiting: dict[socket.socket, tuple[str, bytearray, float]],
+                    sock: socket.socket) -> None:
+        src, got, _ = waiting[sock]
+        try:
+            chunk = sock.recv(HELLO_READ_BYTES)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self._drop(sel, waiting, sock, f"{src}: bad hello: {exc.strerror or exc}")
+            return
+        if not chunk:
+            self._drop(sel, waiting, sock, f"{src}: bad hello: closed before it")
+            return
+        got += chunk
+        if len(got) < HEADER.size:
+            return
+        tag, length = HEADER.unpack(got[:HEADER.size])
+        if tag != HELLO_TAG or length > SMALL_BYTES:
+            self._drop(sel, waiting, sock, f"{src}: bad hello: frame {tag:#x} of {length} bytes")
+            return
+        if len(got) < HEADER.size + length:
+            return
+        sel.unregister(sock)
+        del waiting[sock]
+        sock.setblocking(True)
+        self._hello(sock, src, bytes(got[HEADER.size:HEADER.size + length]))
+
+    def _hello(self, sock: socket.socket, src_ip: str, payload: bytes) -> None:
         _setup(sock, self.config)
-        sock.settimeout(min(self.config.timeout_s, 5.0))
         layout = self.config.layout
         try:
-            hello = json.loads(Connection(sock, self.me, Rank(-1, -1, -1, src_ip), 5.0).recv_frame(HELLO_TAG))
+            hello = json.loads(payload)
             peer = int(hello["from"])
             problem = None
-            if hello.get("digest") != _config_digest(self.config):
+            if hello.get("digest") != self.digest:
                 problem = "different configuration file"
             elif hello.get("to") != self.me.rank or peer not in self.expected or peer in self.conns:
                 problem = f"unexpected hello {hello}"
@@ -157,7 +221,7 @@ class _Acceptor(threading.Thread):
                 problem = f"rank {peer} is on server {layout[peer].server}: it cannot call over NVLink"
             elif not self.local and layout[peer].ip != src_ip:
                 problem = f"rank {peer} should connect from {layout[peer].ip}, came from {src_ip}"
-        except (TransportError, ValueError, KeyError, TypeError, IndexError) as exc:
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
             sock.close()
             self.rejected.append(f"{src_ip}: bad hello: {exc}")
             log.warning("rank %d: rejected a connection from %s: %s", self.me.rank, src_ip, exc)
@@ -173,7 +237,6 @@ class _Acceptor(threading.Thread):
             self.rejected.append(f"{src_ip}: {problem}")
             log.warning("rank %d: rejected a connection from %s: %s", self.me.rank, src_ip, problem)
             return
-        sock.settimeout(self.config.timeout_s)
         self.conns[peer] = conn
 
 
@@ -205,6 +268,7 @@ def connect_mesh(config: WorkloadConfig, rank: int, clock: NvlinkClock | None = 
     peers = mesh_peers(config.layout, rank, config.mesh)
     local = {p for p in peers if _local(config, me, config.layout[p])}
     deadline = time.monotonic() + config.start_timeout_s
+    digest = _config_digest(config)
     listeners = [_listen(config, me, len(peers) + 8, local=False)]
     acceptors: list[_Acceptor] = []
     conns: dict[int, Connection] = {}
@@ -214,14 +278,13 @@ def connect_mesh(config: WorkloadConfig, rank: int, clock: NvlinkClock | None = 
             listeners.append(_listen(config, me, len(local) + 8, local=True))
         for listener in listeners:
             unix = listener.family == socket.AF_UNIX
-            expected = {p for p in peers if p < rank and (p in local) == unix}
-            acceptor = _Acceptor(listener, config, me, expected, deadline, clock)
+            expected = {p for p in peers if p > rank and (p in local) == unix}
+            acceptor = _Acceptor(listener, config, me, expected, deadline, clock, digest)
             acceptor.start()
             acceptors.append(acceptor)
-        try:
-            for p in peers:
-                if p > rank:
-                    conns[p] = _connect(config, me, config.layout[p], deadline, clock)
+        try:  # every lower peer at once (workloads.connector), the higher ones call here
+            conns.update(_connect_lower(config, me, [config.layout[p] for p in peers if p < rank],
+                                        deadline, clock, digest))
         except BaseException:
             for acceptor in acceptors:
                 acceptor.stop.set()
