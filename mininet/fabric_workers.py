@@ -10,9 +10,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 from mlfabric_emulation.fabric_net import EmulatedFabric
@@ -24,6 +23,9 @@ from controller.topology.model import Topology
 from workloads.driver import WorkerGroup
 from workloads.forked import ForkingFactory
 from workloads.plan import Rank
+
+#: the workers' niceness (see workers())
+WORKER_NICE = 19
 
 __all__ = ["gpu_ranks", "path_probe", "prepare_hosts", "set_rto_min", "shape_loopback", "workers"]
 
@@ -86,8 +88,9 @@ def workers(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig, fabric: 
     ranks = gpu_ranks(topo)
     config = {"ranks": [dataclasses.asdict(r) for r in ranks],
               "servers": cfg.servers, "rails": cfg.rails, "port": 7000, "timeout_s": cfg.worker_timeout_s,
-              # every worker waits for its last peer to start: longer with more GPUs (1,024: +51 s)
-              "start_timeout_s": cfg.worker_timeout_s + len(ranks) / 20,
+              # every worker waits for its last peer to start, and 2 cores start 1,024 workers and
+              # their 68,000 connections in minutes: longer with more GPUs (1,024: +256 s)
+              "start_timeout_s": cfg.worker_timeout_s + len(ranks) / 4,
               # a fat-tree reaches every GPU; rail-only only the same server and rail
               "mesh": "full" if is_fat_tree(fabric) else "rail", "tcp_congestion": cfg.tcp_congestion,
               "sock_buf_bytes": cfg.sock_buf_bytes, "local": "unix" if cfg.nvlink == "unix" else "tcp",
@@ -95,13 +98,16 @@ def workers(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig, fabric: 
     config_path = workdir / f"workers-{fabric}.json"
     config_path.write_text(json.dumps(config))
 
-    def server_popen(server: int, argv: list[str], pass_fds: Sequence[int]) -> subprocess.Popen:
-        return fab.host(topo.hosts[server].name).popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=tuple(pass_fds))
+    def netns_of(server: int) -> str:
+        return f"/proc/{fab.host(topo.hosts[server].name).pid}/ns/net"
 
-    # each server's workers forked from one process that imported them once (workloads.zygote):
-    # a third of the memory per worker, and no interpreter start-up per GPU
-    with ForkingFactory(ranks, server_popen, python=sys.executable) as factory, \
+    # the workers forked from one process that imported them once (workloads.zygote), each
+    # entering its server's namespace: a third of the memory per worker, one interpreter
+    # start-up for the job. At nice 19: where the machine runs out of cores the switches (the
+    # emulated network) go first, instead of dropping frames behind a thousand workers
+    # (1,024 GPUs: their start-up lost hellos to starved switches, and TCP's backoff outlasted
+    # every deadline)
+    with ForkingFactory(ranks, netns_of=netns_of, python=sys.executable, nice=WORKER_NICE) as factory, \
             WorkerGroup(factory, config_path, ranks, python=sys.executable) as group:
         yield group
 

@@ -40,6 +40,23 @@ __all__ = ["PopenFactory", "WorkerGroup", "worker_argv"]
 log = logging.getLogger(__name__)
 
 PopenFactory = Callable[[Rank, list[str]], "subprocess.Popen[Any]"]
+#: workers whose failure to start is described in full (a 1,024-GPU job's would fill screens)
+START_FAILURES_SHOWN = 5
+
+
+def rank_ranges(ranks: Sequence[int]) -> str:
+    """Sorted ranks as ranges.
+
+    >>> rank_ranges([0, 1, 2, 3, 5, 7, 8, 9])
+    '0-3, 5, 7-9'
+    """
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def worker_argv(config_path: str | Path, rank: int, *, python: str = sys.executable,
@@ -199,10 +216,23 @@ class WorkerGroup:
             else:
                 log.warning("rank %d before READY: %s", rank, line)
         if pending:
+            if exited:  # the others' ends follow within moments: name the first few
+                settle = time.monotonic() + 1.0
+                while (left := settle - time.monotonic()) > 0:
+                    try:
+                        rank, line = self._events.get(timeout=left)
+                    except queue.Empty:
+                        break
+                    if line is None:
+                        self._workers[rank].eof = True
+                        exited.add(rank)
             why = "exited before READY" if exited else f"no READY within {self.ready_timeout_s:g} s"
-            details = "\n  ".join(self._workers[k].describe() for k in sorted(exited or pending))
+            shown = sorted(exited or pending)
+            details = "\n  ".join(self._workers[k].describe() for k in shown[:START_FAILURES_SHOWN])
+            if len(shown) > START_FAILURES_SHOWN:
+                details += f"\n  ... and {len(shown) - START_FAILURES_SHOWN} more: ranks {rank_ranges(shown)}"
             others = sorted(pending - exited)
-            more = f"\n  (also not ready yet: ranks {others})" if exited and others else ""
+            more = f"\n  (also not ready yet: ranks {rank_ranges(others)})" if exited and others else ""
             raise WorkerStartError(f"workers did not start ({why}):\n  {details}{more}")
         log.info("%d workers ready", len(self._workers))
 
@@ -324,8 +354,9 @@ def _stop(proc: subprocess.Popen[Any], grace_s: float) -> None:
     try:
         proc.wait(timeout=grace_s)
         return
-    except subprocess.TimeoutExpired:
-        log.warning("pid %d did not quit within %.1f s: terminating", proc.pid, grace_s)
+    except subprocess.TimeoutExpired:  # with no grace left (a failed start), no news
+        (log.warning if grace_s > 0 else log.debug)("pid %d did not quit within %.1f s: terminating",
+                                                     proc.pid, grace_s)
     proc.terminate()
     try:
         proc.wait(timeout=2.0)

@@ -1,9 +1,10 @@
-"""Start a job's workers forked per server (:mod:`workloads.zygote`), as a PopenFactory.
+"""Start a job's workers forked from zygotes (:mod:`workloads.zygote`), as a PopenFactory.
 
 :class:`ForkingFactory` is a :data:`~workloads.driver.PopenFactory`: asked for the first
 rank of a server, it makes the pipes of every rank of that server, starts one zygote in the
-server (``server_popen``, e.g. Mininet's ``host.popen``) handing it their far ends, and
-answers each rank with a :class:`ForkedWorker`, which behaves as the Popen of that worker
+server (``server_popen``, e.g. Mininet's ``host.popen``) handing it their far ends (or, with
+``netns_of``, one zygote here for every rank, each worker entering its server's network
+namespace), and answers each rank with a :class:`ForkedWorker`, which behaves as the Popen of that worker
 does for :class:`~workloads.driver.WorkerGroup`: its pipes, its pid, ``poll``, ``wait``
 and signals (sent to the worker itself; the zygote reports how it ended). Call
 :meth:`ForkingFactory.close` after the group's: it reaps the zygotes.
@@ -94,6 +95,10 @@ class _Zygote:
         self.err_reader = threading.Thread(target=self._read_stderr, name=f"zygote{server}-err", daemon=True)
         self.err_reader.start()
 
+    @property
+    def name(self) -> str:
+        return "the job's zygote" if self.server < 0 else f"server {self.server}'s zygote"
+
     def _read(self) -> None:
         assert self.proc.stdout is not None
         with contextlib.suppress(OSError, ValueError):
@@ -102,7 +107,7 @@ class _Zygote:
                 if len(parts) != 3 or parts[0] not in ("forked", "exit") \
                         or not all(p.lstrip("-").isdigit() for p in parts[1:]) \
                         or int(parts[1]) not in self.workers:
-                    log.warning("server %d's zygote: unexpected line %r", self.server, raw[:200])
+                    log.warning("%s: unexpected line %r", self.name, raw[:200])
                     continue
                 w = self.workers[int(parts[1])]
                 (w._forked if parts[0] == "forked" else w._exited)(int(parts[2]))
@@ -120,17 +125,26 @@ class _Zygote:
             for raw in self.proc.stderr:
                 line = raw.decode(errors="replace").rstrip()
                 self.stderr_tail = [*self.stderr_tail[-19:], line]
-                log.warning("server %d's zygote: %s", self.server, line)
+                log.warning("%s: %s", self.name, line)
 
 
 class ForkingFactory:
-    """A PopenFactory forking each server's workers from one zygote (see the module)."""
+    """A PopenFactory forking the job's workers from zygotes (see the module): one per
+    server started in it by ``server_popen``, or, given ``netns_of`` (a server's network
+    namespace path), one for the whole job started here, each worker entering its server's
+    namespace after the fork (one import for 1,024 GPUs instead of 128)."""
 
-    def __init__(self, ranks: Sequence[Rank], server_popen: ServerPopen, *, python: str = sys.executable) -> None:
+    def __init__(self, ranks: Sequence[Rank], server_popen: ServerPopen | None = None, *,
+                 netns_of: Callable[[int], str] | None = None, python: str = sys.executable,
+                 nice: int = 0) -> None:
+        if (server_popen is None) == (netns_of is None):
+            raise WorkloadError("ForkingFactory: give server_popen (a zygote per server) or netns_of (one)")
         self._by_server: dict[int, list[Rank]] = {}
         for r in ranks:
             self._by_server.setdefault(r.server, []).append(r)
-        self._server_popen, self._python = server_popen, python
+        self._ranks = list(ranks)
+        self._server_popen, self._netns_of = server_popen, netns_of
+        self._python, self._nice = python, nice
         self._workers: dict[int, ForkedWorker] = {}
         self._zygotes: dict[int, _Zygote] = {}
 
@@ -138,13 +152,22 @@ class ForkingFactory:
         """The worker of ``rank``; ``argv`` is its worker command line (its --config and
         --log-level are what the zygote takes)."""
         if rank.rank not in self._workers:
-            self._start_server(rank.server, argv)
+            if self._netns_of is not None:
+                self._start(-1, self._ranks, argv, self._local_popen)
+            else:
+                ranks = self._by_server.get(rank.server)
+                if not ranks:
+                    raise WorkloadError(f"server {rank.server} has no rank in this job")
+                self._start(rank.server, ranks, argv, self._server_popen)
         return self._workers[rank.rank]
 
-    def _start_server(self, server: int, argv: list[str]) -> None:
-        ranks = self._by_server.get(server)
-        if not ranks:
-            raise WorkloadError(f"server {server} has no rank in this job")
+    def _local_popen(self, server: int, argv: list[str], pass_fds: Sequence[int]) -> subprocess.Popen[Any]:
+        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                pass_fds=tuple(pass_fds))
+
+    def _start(self, key: int, ranks: Sequence[Rank], argv: list[str], popen: ServerPopen | None) -> None:
+        """One zygote for ``ranks`` (``key``: its server, -1 for the job's)."""
+        assert popen is not None
         config, level = _option(argv, "--config"), _option(argv, "--log-level") or "INFO"
         if config is None:
             raise WorkloadError(f"no --config in the worker command line {argv}")
@@ -157,11 +180,13 @@ class ForkingFactory:
                 out_r, out_w = os.pipe()
                 err_r, err_w = os.pipe()
                 far += [in_r, out_w, err_w]
-                specs += ["--rank", f"{r.rank}:{in_r}:{out_w}:{err_w}"]
+                netns = f":{self._netns_of(r.server)}" if self._netns_of is not None else ""
+                specs += ["--rank", f"{r.rank}:{in_r}:{out_w}:{err_w}{netns}"]
                 workers[r.rank] = ForkedWorker(r.rank, os.fdopen(in_w, "wb", buffering=0),
                                                os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"))
-            cmd = [self._python, "-m", "workloads.zygote", "--config", config, "--log-level", level, *specs]
-            proc = self._server_popen(server, cmd, far)
+            cmd = [self._python, "-m", "workloads.zygote", "--config", config, "--log-level", level,
+                   "--nice", str(self._nice), *specs]
+            proc = popen(key, cmd, far)
         except BaseException:
             for w in workers.values():
                 for stream in (w.stdin, w.stdout, w.stderr):
@@ -171,7 +196,7 @@ class ForkingFactory:
             for fd in far:  # the zygote has its own copies (or failed to start)
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        self._zygotes[server] = _Zygote(server, proc, workers)
+        self._zygotes[key] = _Zygote(key, proc, workers)
         self._workers.update(workers)
 
     def close(self, timeout_s: float = 10.0) -> None:
@@ -181,7 +206,7 @@ class ForkingFactory:
             try:
                 z.proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
-                log.warning("server %d's zygote still runs after %g s: terminating it", z.server, timeout_s)
+                log.warning("%s still runs after %g s: terminating it", z.name, timeout_s)
                 z.proc.terminate()
                 try:
                     z.proc.wait(timeout=5)

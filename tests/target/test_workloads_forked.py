@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,3 +85,24 @@ def test_a_zygote_told_to_stop_stops_its_workers(forked) -> None:
     for rank in (2, 3):  # server 1's
         assert not _alive(pids[f"rank{rank}"])
         assert group.returncodes[rank] == -signal.SIGTERM
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="entering a network namespace needs root")
+def test_one_zygote_forks_every_worker_into_its_servers_namespace(tmp_path: Path) -> None:
+    """The emulation's way (mininet/fabric_workers.py): one zygote, each worker entering its
+    server's network namespace; here both servers share one made for the test."""
+    name = f"mlf-test-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+        path = f"/run/netns/{name}"
+        config = loopback_config(2, 2, timeout_s=TIMEOUT_S, mesh="full")
+        with ForkingFactory(config.layout.ranks, netns_of=lambda server: path) as factory, \
+                WorkerGroup(factory, config, op_timeout_s=30) as group:
+            ok(group.run({"op": "hier_allreduce", "bytes": 1 << 16, "iter": 0}), "hier_allreduce")
+            inode = os.stat(path).st_ino
+            assert all(os.stat(f"/proc/{pid}/ns/net").st_ino == inode for pid in group.pids().values())
+            assert os.stat("/proc/self/ns/net").st_ino != inode
+            assert len(factory._zygotes) == 1
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=False)
