@@ -17,6 +17,7 @@ import logging
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from mlfabric_emulation.cpu_sampler import CpuSampler, fabric_cpu_sampler
@@ -47,6 +48,8 @@ from controller.experiments.cpu_use import (
 from controller.experiments.fidelity import (
     Verdict,
     breaches,
+    judge,
+    runs_of,
     undecided_note,
 )
 from controller.experiments.options import (
@@ -55,7 +58,10 @@ from controller.experiments.options import (
     experiment_parser,
 )
 from controller.experiments.rail_only import (
+    COLLECTIVES,
+    FABRICS,
     ExperimentConfig,
+    collective_of,
     comparison,
     emulated_bill,
     fabrics_for,
@@ -91,9 +97,13 @@ def _say(msg: str) -> None:
 def _commands(cfg: ExperimentConfig, fabric: str, it: int) -> list[dict]:
     cmds = []
     for op in ops_of(fabric):
+        if collective_of(op) not in cfg.collectives:
+            continue
         size = cfg.alltoall_bytes if "alltoall" in op else cfg.allreduce_bytes
         cmds.append({"op": op, "bytes": size, "iter": it}
                     | ({"schedule": cfg.alltoall_schedule} if "alltoall" in op else {}))
+    if "train-step" not in cfg.collectives:
+        return cmds
     cmds.append({"op": "train_step", "bytes": cfg.allreduce_bytes, "iter": it, "compute_s": cfg.compute_s,
                  "schedule": cfg.alltoall_schedule,
                  "parallelism": {"dp_allreduce": "allreduce", "moe_bytes": cfg.alltoall_bytes,
@@ -182,18 +192,37 @@ def comparison_name(name: str, fat_tree: str) -> str:
     return name if fat_tree == "fat-tree" else f"{name} vs {fat_tree}"
 
 
-def _verdicts(rows: list[dict], fat_tree_names: list[str]) -> tuple[dict[str, Verdict], dict[str, dict[str, float]]]:
+def _verdicts(rows: list[dict], fat_tree_names: list[str], collectives: Sequence[str] = COLLECTIVES
+              ) -> tuple[dict[str, Verdict], dict[str, dict[str, float]]]:
     """Each comparison's verdict and its ratio's spread, paired by iteration (the one rule:
-    :func:`controller.experiments.comparisons.judge_ratio`), against every fat-tree."""
+    :func:`controller.experiments.comparisons.judge_ratio`), against every fat-tree, for
+    the collectives run."""
     out, spreads = {}, {}
     for ft in fat_tree_names:
         for base, (mine, theirs) in COMPARISONS.items():
+            if base not in collectives:
+                continue
             name = comparison_name(base, ft)
             out[name], spreads[name] = judge_ratio(
                 name, "rail-only is",
                 Side(f"rail-only {mine}", [r for r in rows if (r["fabric"], r["op"]) == ("rail-only", mine)]),
                 Side(f"{ft} {theirs}", [r for r in rows if (r["fabric"], r["op"]) == (ft, theirs)]))
     return out, spreads
+
+
+def _model_verdicts(rows: list[dict], summary: list[dict], model: dict[str, float]) -> dict[str, Verdict]:
+    """With rail-only alone: each collective's median against the analytical model, a
+    finding only where every iteration's emulation held (controller.experiments.fidelity)."""
+    out = {}
+    for s in summary:
+        op = s["op"]
+        mine = [r for r in rows if (r["fabric"], r["op"]) == ("rail-only", op)]
+        m = model.get(op)
+        finding = (f"median {s['median_s']:.3f} s, the model {m:.3f} s ({(s['median_s'] - m) / m:+.0%})"
+                   if m and s["ok"] else f"median {s['median_s']:.3f} s (no model)")
+        name = f"rail-only {op} against its model"
+        out[name] = judge(name, finding, mine, runs=[runs_of(f"rail-only {op}", mine)])
+    return out
 
 
 def uplink_share_text(rows: list[dict], fat_tree: str) -> str | None:
@@ -214,7 +243,7 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
     params = load_cost_params()
     bills = {f: emulated_bill(topos[f], params.costs) for f in topos}
     fat_tree_names = [f for f in topos if is_fat_tree(f)]
-    base = bills[fat_tree_names[0]]
+    base = bills[fat_tree_names[0] if fat_tree_names else "rail-only"]
     summary = summarize(rows)
     ratios = comparison(summary)
     model = model_times(cfg)
@@ -230,7 +259,8 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
                           "min s": f"{s['min_s']:.3f}", "max s": f"{s['max_s']:.3f}", "ok/failed": f"{s['ok']}/{s['failed']}",
                           "model s": f"{m:.3f}" if m else "-", "model error": f"{err:+.0%}" if err is not None else "-"})
     lines = [
-        f"Rail-only vs rail-optimized fat-tree: {cfg.servers} servers x {cfg.rails} GPUs, {cfg.rate_mbps} Mbit/s NICs, "
+        f"{'Rail-only vs rail-optimized fat-tree' if fat_tree_names else 'Rail-only alone'}: "
+        f"{cfg.servers} servers x {cfg.rails} GPUs, {cfg.rate_mbps} Mbit/s NICs, "
         f"MTU {cfg.mtu},"
         f" NVLink {cfg.nvlink_factor:g}x NIC ({cfg.nvlink}),"
         f" {f'super-packets of {cfg.super_frames} frames' if cfg.super_frames else 'frame by frame'},"
@@ -239,7 +269,11 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
         f" {cfg.iterations} iterations",
         "", format_table(fabric_rows), "", format_table(coll_rows), "",
     ]
-    verdicts, spreads = _verdicts(rows, fat_tree_names)
+    verdicts, spreads = _verdicts(rows, fat_tree_names, cfg.collectives)
+    if not fat_tree_names:  # nothing to compare with: each collective against its model
+        for name, verdict in _model_verdicts(rows, summary, model).items():
+            verdicts[name] = verdict
+            lines.append(f"{name}: {verdict.finding}: {verdict.text()}")
 
     def spread_text(name: str) -> str:
         sp = spreads[name]
@@ -321,6 +355,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "(which have no slow start) do")
     p.add_argument("--sock-buf-kb", type=int, default=0,
                    help="the workers' socket buffers, KiB (0: the kernel's autotuning)")
+    p.add_argument("--fabrics", nargs="+", choices=FABRICS, default=list(d.fabrics), metavar="FABRIC",
+                   help="the fabrics built: rail-only and fat-tree (compared), or rail-only alone (a scale check: "
+                        "each collective judged against its model, as at 1,024 GPUs)")
+    p.add_argument("--collectives", nargs="+", choices=COLLECTIVES, default=list(d.collectives),
+                   metavar="COLLECTIVE",
+                   help="what runs each iteration: allreduce (a ring over every GPU), hier-allreduce (NVLink, then "
+                        "each rail's ring), alltoall, train-step (its all-reduce and all-to-all as configured)")
     p.add_argument("--mtu", type=int, default=JUMBO_MTU,
                    help="every link's MTU, bytes (jumbo by default: ML fabrics run 9,000-byte frames, and the "
                         "emulation's cost is per frame)")
@@ -345,7 +386,8 @@ def main(argv: list[str]) -> int:
                                tcp_slow_start_after_idle=bool(a.tcp_slow_start_after_idle),
                                sock_buf_bytes=a.sock_buf_kb * 1024,
                                worker_timeout_s=a.worker_timeout, mtu=a.mtu, nvlink=a.nvlink,
-                               super_frames=a.super_frames).validate()
+                               super_frames=a.super_frames, fabrics=tuple(a.fabrics),
+                               collectives=tuple(a.collectives)).validate()
         topos = fabrics_for(cfg, load_topology(a.topology) if a.topology else None)
         for topo in topos.values():  # before the results folder: a refused run leaves nothing
             check_free(topo)

@@ -29,8 +29,8 @@ from mlfabric_base.errors import refuse_nonfinite
 from workloads.config import CLUSTER_TCP_CONGESTION
 from workloads.plan import ALLTOALL_SCHEDULES
 
-__all__ = ["FABRICS", "MAX_SUPER_FRAMES", "NVLINK_KINDS", "OPS", "ExperimentConfig", "emulated_bill", "fabrics_for",
-           "fat_trees", "is_fat_tree", "model_times", "ops_of", "regime_of", "suffix_of", "summarize"]
+__all__ = ["COLLECTIVES", "FABRICS", "MAX_SUPER_FRAMES", "NVLINK_KINDS", "OPS", "ExperimentConfig", "collective_of",
+           "emulated_bill", "fabrics_for", "fat_trees", "is_fat_tree", "model_times", "ops_of", "regime_of", "suffix_of", "summarize"]
 
 FABRICS = ("rail-only", "fat-tree")
 #: how GPUs of one server talk: Unix sockets paced per GPU to the NVLink rate
@@ -43,6 +43,21 @@ OPS = {
     "rail-only": ("allreduce", "hier_allreduce", "hier_alltoall"),
     "fat-tree": ("allreduce", "hier_allreduce", "alltoall", "hier_alltoall"),
 }
+#: what ``--collectives`` chooses from: the flat (ring) all-reduce, the hierarchical one
+#: (NVLink, then each rail), the all-to-alls (rail-only's hierarchical, the fat-tree's direct
+#: too), the training step
+COLLECTIVES = ("allreduce", "hier-allreduce", "alltoall", "train-step")
+
+
+def collective_of(op: str) -> str:
+    """The :data:`COLLECTIVES` member an operation belongs to.
+
+    >>> [collective_of(op) for op in ("allreduce", "hier_allreduce", "alltoall", "hier_alltoall", "train_step")]
+    ['allreduce', 'hier-allreduce', 'alltoall', 'alltoall', 'train-step']
+    """
+    if "alltoall" in op:
+        return "alltoall"
+    return op.replace("_", "-")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,6 +112,11 @@ class ExperimentConfig:
     #: (mlfabric-switch --super-packets); 0: every frame on its own. 7 jumbo frames are the
     #: 64 KB a host's TSO hands a NIC
     super_frames: int = 7
+    #: the collectives run (:data:`COLLECTIVES`)
+    collectives: tuple[str, ...] = COLLECTIVES
+    #: the fabrics built (:data:`FABRICS`): without the fat-tree there is nothing to
+    #: compare, and each collective is judged against its model instead (a scale check)
+    fabrics: tuple[str, ...] = FABRICS
 
     @property
     def servers(self) -> int:
@@ -162,6 +182,12 @@ class ExperimentConfig:
                       f"one or more of {', '.join(UPLINK_ROUTINGS)}, each once")
         if not 0 <= self.flowlet_gap_us < 1 << 48:
             raise bad("flowlet_gap_us", self.flowlet_gap_us, "microseconds, 0 or more")
+        for key, allowed in (("collectives", COLLECTIVES), ("fabrics", FABRICS)):
+            chosen = getattr(self, key)
+            if not chosen or len(set(chosen)) != len(chosen) or not set(chosen) <= set(allowed):
+                raise bad(key, list(chosen), f"one or more of {', '.join(allowed)}, each once")
+        if "rail-only" not in self.fabrics:
+            raise bad("fabrics", list(self.fabrics), "rail-only is the fabric under test: it must be one of them")
         return self
 
 
@@ -181,6 +207,8 @@ def fabrics_for(cfg: ExperimentConfig, rail_only_topology: Topology | None = Non
     else:
         topo = rail_only(cfg.servers, cfg.rails, rate_mbps=cfg.rate_mbps, mtu=cfg.mtu)
     out = {"rail-only": topo}
+    if "fat-tree" not in cfg.fabrics:
+        return out
     for name, scheme in fat_trees(cfg).items():
         out[name] = rail_fat_tree(cfg.servers, cfg.rails, spines=cfg.spines, rate_mbps=cfg.rate_mbps, mtu=cfg.mtu,
                                   uplink_routing=scheme, flowlet_gap_us=cfg.flowlet_gap_us)

@@ -28,11 +28,28 @@ from controller.topology import rail_fat_tree
     ({"alltoall_schedule": "ring"}, "alltoall_schedule"),
     ({"tcp_rto_min_ms": -1}, "tcp_rto_min_ms"),
     ({"warmup": -1}, "warmup"),
+    ({"fabrics": ("fat-tree",)}, "fabrics"),
+    ({"fabrics": ()}, "fabrics"),
+    ({"fabrics": ("rail-only", "rail-only")}, "fabrics"),
+    ({"collectives": ("allgather",)}, "collectives"),
+    ({"collectives": ()}, "collectives"),
 ])
 def test_bad_input_is_rejected_before_anything_starts(changes: dict, key: str) -> None:
     with pytest.raises(ConfigError) as info:
         ExperimentConfig(**changes).validate()
     assert info.value.key == key
+
+
+def test_rail_only_alone_runs_the_collectives_chosen() -> None:
+    """A scale check: rail-only alone, its collectives judged against their model."""
+    from mlfabric_emulation.rail_experiment import _commands
+
+    cfg = ExperimentConfig(gpus=16, rails=4, fabrics=("rail-only",), collectives=("hier-allreduce",)).validate()
+    assert list(fabrics_for(cfg)) == ["rail-only"]
+    assert [c["op"] for c in _commands(cfg, "rail-only", 0)] == ["hier_allreduce"]
+    every = ExperimentConfig(gpus=16, rails=4).validate()
+    assert [c["op"] for c in _commands(every, "rail-only", 0)] == [
+        "allreduce", "hier_allreduce", "hier_alltoall", "train_step"]
 
 
 def test_a_topology_that_is_not_rail_only_is_rejected() -> None:
