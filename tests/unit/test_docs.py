@@ -209,6 +209,7 @@ COMMITTED_TEXT = [
      "docs/checkmate-run-compute30.txt"),
     ("docs/tdtcp.md", "  transfers of 3 s each; the machine at most", "- **DCTCP and MPTCP did not run.**",
      "docs/tdtcp-day-run.txt"),
+    ("docs/rail-only.md", "## At 1,024 GPUs: a scale check", "Getting there took", "docs/rail-only-1024-run.txt"),
 ]
 
 
