@@ -132,11 +132,12 @@ def test_a_cross_rail_peer_is_not_connected_on_a_rail_mesh() -> None:
 
 
 def test_start_names_the_peers_that_never_came() -> None:
+    # a rank calls its lower peers and waits for its higher ones (workloads.handshake)
     config = loopback_config(1, 2, timeout_s=5.0, start_timeout_s=0.5)
-    with pytest.raises(TransportError, match=r"rank 0 \(127.0.1.1\): cannot connect to rank 1"):
-        Mesh.start(config, 0)
-    with pytest.raises(TransportError, match=r"rank 1 \(127.0.1.2\): ranks \[0\] did not connect"):
+    with pytest.raises(TransportError, match=r"rank 1 \(127.0.1.2\): cannot connect to rank 0"):
         Mesh.start(config, 1)
+    with pytest.raises(TransportError, match=r"rank 0 \(127.0.1.1\): ranks \[1\] did not connect"):
+        Mesh.start(config, 0)
 
 
 def test_a_stranger_is_rejected_by_the_hello() -> None:
@@ -148,7 +149,7 @@ def test_a_stranger_is_rejected_by_the_hello() -> None:
         deadline = time.monotonic() + 1.0
         while time.monotonic() < deadline:
             try:
-                with socket.create_connection(("127.0.1.2", config.listen_port(1)), timeout=0.5) as s:
+                with socket.create_connection(("127.0.1.1", config.listen_port(0)), timeout=0.5) as s:
                     s.sendall(b"GET / HTTP/1.0\r\n\r\n")
                     got["reply"] = s.recv(100)
                     return
@@ -157,6 +158,6 @@ def test_a_stranger_is_rejected_by_the_hello() -> None:
 
     t = threading.Thread(target=stranger)
     t.start()
-    with pytest.raises(TransportError, match=r"ranks \[0\] did not connect .*rejected: 127\.0\.0\.1"):
-        Mesh.start(config, 1)
+    with pytest.raises(TransportError, match=r"ranks \[1\] did not connect .*rejected: 127\.0\.0\.1"):
+        Mesh.start(config, 0)
     t.join()
