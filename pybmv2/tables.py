@@ -180,6 +180,9 @@ class MatchTable:
         self._lpm: dict[int, dict[tuple[int, ...], TableEntry]] = {}
         self._lpm_lengths: list[int] = []
         self._ternary: list[TableEntry] = []
+        #: whether the packet-path index (_exact, _lpm, _ternary) follows the entries; off
+        #: while another engine runs the packets (defer_index), rebuilt at the next lookup
+        self._index_live = True
         self._by_key: dict[tuple[Any, ...], TableEntry] = {}
         self._next_handle = 1
         self.default: ActionCall = ActionCall(0)
@@ -291,7 +294,20 @@ class MatchTable:
         pos = self._lpm_pos
         return (*tuple(key[:pos]), key[pos][0], *tuple(key[pos + 1:]))
 
+    def defer_index(self) -> None:
+        """Stop keeping the packet-path index while another engine (the native one) runs
+        the packets: a write then costs the entry alone. The next :meth:`lookup` rebuilds it."""
+        self._index_live = False
+        self._exact, self._lpm, self._lpm_lengths, self._ternary = {}, {}, [], []
+
+    def _rebuild_index(self) -> None:
+        self._index_live = True
+        for entry in sorted(self._by_key.values(), key=lambda e: e.handle):
+            self._index(entry)
+
     def _index(self, entry: TableEntry) -> None:
+        if not self._index_live:
+            return
         if self.mode == "exact":
             self._exact[entry.key] = entry
         elif self.mode == "lpm":
@@ -308,6 +324,8 @@ class MatchTable:
             bisect.insort(self._ternary, entry, key=_match_order)
 
     def _unindex(self, entry: TableEntry) -> None:
+        if not self._index_live:
+            return
         if self.mode == "exact":
             del self._exact[entry.key]
         elif self.mode == "lpm":
@@ -375,6 +393,8 @@ class MatchTable:
         changes.setdefault("extra", dict(entry.extra))
         new = replace(entry, **changes)
         self._by_key[self._store_key(entry.key, entry.priority)] = new
+        if not self._index_live:
+            return new
         if self.mode == "exact":
             self._exact[entry.key] = new
         elif self.mode == "lpm":
@@ -448,6 +468,8 @@ class MatchTable:
 
     def lookup(self, s: PacketState) -> TableEntry | None:
         """The entry matching this packet, or None on a miss."""
+        if not self._index_live:
+            self._rebuild_index()
         if self.mode == "exact":
             return self._exact.get(self.read_key(s))
         key = self.read_key(s)

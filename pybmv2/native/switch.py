@@ -105,6 +105,8 @@ class NativeSwitch(V1Switch):
             if native is not None:
                 self.mirror = EngineMirror(native, program, self.pre)
                 self.mirror.attach()
+                for table in program.tables.values():  # the engine runs the packets
+                    table.defer_index()
                 if self.startup is not None:
                     self.startup.lap("native: table push")
             if native is None and self.engine_mode == "auto":

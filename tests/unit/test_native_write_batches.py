@@ -128,3 +128,17 @@ def test_table_add_many_stops_at_the_first_entry_it_cannot_add() -> None:
         assert engine.table_size(TABLE) == 2
     finally:
         sw.switch.close()
+
+
+def test_the_python_engine_finds_what_was_written_while_the_native_engine_ran(sw: _Switch) -> None:
+    """The Python tables keep no packet-path index while the native engine runs the packets
+    (MatchTable.defer_index); tracing hands the packets to the Python engine, which rebuilds it."""
+    from packettest.frames import ethernet, ipv4, udp
+
+    sw.write((INSERT, 1, 1), (INSERT, 2, 2), (INSERT, 3, 3), (MODIFY, 2, 4), (DELETE, 3, 3))
+    frames = {route: ethernet("00:00:00:00:0a:01", "00:00:00:00:00:01", 0x0800,
+                              ipv4("10.255.0.1", f"10.{route}.0.9", udp(1000, 80))) for route in (1, 2, 3)}
+    native = {route: [port for port, _ in sw.switch.process(5, frame)] for route, frame in frames.items()}
+    sw.switch.set_trace(lambda line: None)  # the Python engine runs them now
+    python = {route: [port for port, _ in sw.switch.process(5, frame)] for route, frame in frames.items()}
+    assert native == python == {1: [1], 2: [4], 3: []}
