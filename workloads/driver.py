@@ -202,13 +202,15 @@ class WorkerGroup:
     def _wait_ready(self) -> None:
         pending, exited = set(self._workers), set[int]()
         deadline = time.monotonic() + self.ready_timeout_s
-        while pending and not exited and (left := deadline - time.monotonic()) > 0:
+        while pending and (left := deadline - time.monotonic()) > 0:
             try:
                 rank, line = self._events.get(timeout=left)
             except queue.Empty:
                 break
             if line is None:
                 self._workers[rank].eof = True
+                if not exited:  # the others' ends follow within moments: name the first few
+                    deadline = min(deadline, time.monotonic() + 1.0)
                 exited.add(rank)
             elif parse_ready(line) == rank:
                 pending.discard(rank)
@@ -216,16 +218,6 @@ class WorkerGroup:
             else:
                 log.warning("rank %d before READY: %s", rank, line)
         if pending:
-            if exited:  # the others' ends follow within moments: name the first few
-                settle = time.monotonic() + 1.0
-                while (left := settle - time.monotonic()) > 0:
-                    try:
-                        rank, line = self._events.get(timeout=left)
-                    except queue.Empty:
-                        break
-                    if line is None:
-                        self._workers[rank].eof = True
-                        exited.add(rank)
             why = "exited before READY" if exited else f"no READY within {self.ready_timeout_s:g} s"
             shown = sorted(exited or pending)
             details = "\n  ".join(self._workers[k].describe() for k in shown[:START_FAILURES_SHOWN])

@@ -11,6 +11,8 @@ An indirect table's entry may name a member, a group or a one-shot action set
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import grpc
 from p4.v1 import p4runtime_pb2
 
@@ -32,7 +34,7 @@ from pybmv2.runtime.p4info import P4Ids, TableBinding
 from pybmv2.runtime.pipeline import Pipeline, invalid_id
 from pybmv2.runtime.profile_ops import OneShotPlan
 from pybmv2.runtime.table_reads import DirectRead, snapshot_direct
-from pybmv2.runtime.values import EntryValue
+from pybmv2.runtime.values import ActionValue, EntryValue
 from pybmv2.tables import NO_ACTION, ActionCall, IndirectIndex, MatchTable, TableEntry
 
 __all__ = ["entry_of", "read_direct_counters", "write_direct_counter", "write_table_entry"]
@@ -139,11 +141,15 @@ def _call(p: Pipeline, tb: TableBinding, msg: EntryValue) -> ActionCall | None:
         return NO_ACTION
     action = msg.action
     assert action is not None
-    memo = p.action_calls
-    key = (tb.info.id, action)
+    return _memoized(p.action_calls, (tb.info.id, action), lambda: action_call(p.index, tb, action))
+
+
+def _memoized(memo: dict[tuple[int, ActionValue], ActionCall], key: tuple[int, ActionValue],
+              make: Callable[[], ActionCall]) -> ActionCall:
+    """``memo[key]``, made by ``make()`` the first time (kept while the memo has room)."""
     call = memo.get(key)
     if call is None:
-        call = action_call(p.index, tb, action)
+        call = make()
         if len(memo) < ACTION_MEMO_SIZE:
             memo[key] = call
     return call
@@ -229,14 +235,12 @@ def _insert_plain(p: Pipeline, tb: TableBinding, table: MatchTable, msg: EntryVa
     key, priority = key_from_values(tb, msg.matches, msg.priority)
     action = msg.action
     assert action is not None
-    memo = p.entry_calls
-    memo_key = (tb.info.id, action)
-    call = memo.get(memo_key)
-    if call is None:
+
+    def checked_call() -> ActionCall:
         check_table_action(p.index, tb.info, False, "action", action[0])
-        call = action_call(p.index, tb, action)
-        if len(memo) < ACTION_MEMO_SIZE:
-            memo[memo_key] = call
+        return action_call(p.index, tb, action)
+
+    call = _memoized(p.entry_calls, (tb.info.id, action), checked_call)
     if table.get(key, priority) is not None:
         raise P4RuntimeError(grpc.StatusCode.ALREADY_EXISTS,
                              "Match entry exists, use MODIFY if you wish to change action")
