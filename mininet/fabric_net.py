@@ -14,12 +14,14 @@ BMv2, their Thrift ports (9090, 9091... in the order of the topology's switches)
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import shutil
+import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -33,11 +35,12 @@ from mlfabric_emulation.host_config import (
     static_arp_commands,
 )
 from mlfabric_emulation.p4_switch_nodes import P4TargetSwitch
-from mlfabric_emulation.shaped_link import ShapedLink
+from mlfabric_emulation.shaped_link import ShapedIntf, ShapedLink
 from mlfabric_emulation.teardown import stop_network
 
 from controller.bmv2_thrift import assign_thrift_ports, thrift_support
 from controller.cli.switch_args import current_fabric_path
+from controller.cluster.tunnels import TunnelEnd, check_underlay_mtu, tunnel_commands
 from controller.dashboard import journal
 from controller.errors import EmulationError
 from controller.install import InstallOptions, install_fabric
@@ -82,20 +85,34 @@ def _intf_name(host: str, nic: str) -> str:
     return f"{host}-{nic}"
 
 
-def interface_names(topo: Topology) -> list[str]:
-    """The switches' ports: the fabric's interfaces in the root namespace."""
-    return [switch_intf_name(ep.node, ep.port) for lk in topo.links for ep in (lk.a, lk.b) if topo.is_switch(ep.node)]
+def interface_names(topo: Topology, only: Collection[str] | None = None) -> list[str]:
+    """The switches' ports: the fabric's interfaces in the root namespace (of the switches
+    in ``only``, where given: one machine's part of a fabric)."""
+    return [switch_intf_name(ep.node, ep.port) for lk in topo.links for ep in (lk.a, lk.b)
+            if topo.is_switch(ep.node) and (only is None or ep.node in only)]
 
 
-def check_free(topo: Topology) -> None:
+def check_free(topo: Topology, only: Collection[str] | None = None) -> None:
     """Refuse to start over a fabric that holds ``topo``'s interface names (Mininet would fail
     half-way with RTNETLINK's "File exists"), naming who holds them. Experiments call it
-    before they make their results folder."""
+    before they make their results folder. With ``only``, the interfaces of those nodes."""
     for lk in topo.links:
         for ep in (lk.a, lk.b):
+            if only is not None and ep.node not in only:
+                continue
             name = switch_intf_name(ep.node, ep.port) if topo.is_switch(ep.node) else _intf_name(ep.node, str(ep.port))
             if Path(f"/sys/class/net/{name}").exists():
                 raise EmulationError(f"cannot start {topo.name}: interface {name} exists; {interface_owner(name)}")
+
+
+def _route_mtu(address: str) -> tuple[str, int]:
+    """The interface this machine reaches ``address`` through, and its MTU."""
+    out = subprocess.run(["ip", "-j", "route", "get", address], capture_output=True, text=True)
+    try:
+        dev = json.loads(out.stdout)[0]["dev"]
+        return dev, int(Path(f"/sys/class/net/{dev}/mtu").read_text())
+    except (ValueError, IndexError, KeyError, OSError):
+        raise EmulationError(f"no route to the tunnel address {address}: {out.stderr.strip()}") from None
 
 
 class EmulatedFabric:
@@ -108,8 +125,17 @@ class EmulatedFabric:
                  calendar_queues: bool = False, margin_us: int = 0,
                  switch_args_of: Mapping[str, tuple[str, ...]] | None = None,
                  pcap_dir: Path | None = None, log_level: str = "info", run_dir: Path | None = None,
-                 engine: str | None = None, frame_skbs: bool = False, super_frames: int = 0) -> None:
+                 engine: str | None = None, frame_skbs: bool = False, super_frames: int = 0,
+                 only: Collection[str] | None = None, tunnels: Sequence[TunnelEnd] = (),
+                 grpc_host: str = "127.0.0.1", record_journal: bool = True) -> None:
         self.topo = require_valid(topo, topo.name)
+        #: one machine's part of a fabric spread over several (:mod:`cluster_fabric`): the
+        #: nodes it runs (None: all) and its ends of the links to other machines' nodes
+        self.only = None if only is None else frozenset(only)
+        self.tunnels = tuple(tunnels)
+        #: the address the switches' gRPC servers listen on (a cluster's: the machine's)
+        self.grpc_host = grpc_host
+        self.record_journal = record_journal
         if super_frames and target != "python":
             raise EmulationError("super-packets are a Python-target extension (mlfabric-switch --super-packets): "
                                  f"{target} takes frames only (leave super_frames 0)")
@@ -202,7 +228,7 @@ class EmulatedFabric:
 
     def start(self) -> EmulatedFabric:
         setLogLevel("warning")
-        check_free(self.topo)
+        check_free(self.topo, self.only)
         for name, args in self._link_delays().items():
             self.switch_args_of[name] = (*self.switch_args_of.get(name, ()), *args)
         self._record = NetRecord(f"fabric-{self.topo.name}").__enter__()
@@ -212,25 +238,29 @@ class EmulatedFabric:
         self.net = net
         grpc: dict[str, str] = {}
         taken: set[int] = set()
-        for sw in self.topo.switches:
+        switches = [sw for sw in self.topo.switches if self._local(sw.name)]
+        hosts = [h for h in self.topo.hosts if self._local(h.name)]
+        for sw in switches:
             if sw.grpc:
                 grpc[sw.name] = sw.grpc
                 continue
             port = free_tcp_port(exclude=taken)  # unique: none is bound until the switches start
             taken.add(port)
-            grpc[sw.name] = f"127.0.0.1:{port}"
+            grpc[sw.name] = f"{self.grpc_host}:{port}"
         if self.target == "bmv2":
-            self.thrift_ports = assign_thrift_ports([s.name for s in self.topo.switches])
-        for h in self.topo.hosts:
+            self.thrift_ports = assign_thrift_ports([s.name for s in switches])
+        for h in hosts:
             # Mininet's own commands (pingall, h1 ping h2) address a host by its first NIC
             net.addHost(h.name, ip=h.nics[0].ip if h.nics else None)
-        for s in self.topo.switches:
+        for s in switches:
             net.addSwitch(s.name, cls=P4TargetSwitch, target=self.target, device_id=s.device_id,
                           grpc_address=grpc[s.name], record=self._record, log_dir=self.log_dir,
                           log_level=self.log_level, pcap_dir=self.pcap_dir,
                           thrift_port=self.thrift_ports.get(s.name), defer_ready=True, extra_args=(*self.switch_args, *self.switch_args_of.get(s.name, ())),
                           engine=self.engine)
         for lk in self.topo.links:
+            if not (self._local(lk.a.node) and self._local(lk.b.node)):
+                continue  # another machine's, or a tunnel's (below)
             kwargs: dict[str, object] = {}
             ends = []
             for ep in (lk.a, lk.b):
@@ -251,8 +281,10 @@ class EmulatedFabric:
                 kwargs["mtu"] = mtu
             net.addLink(n1, n2, cls=BatchedLink, batch=links, **kwargs)
         # recorded before they exist: a fabric killed half-way leaves none behind
-        self._record.add_links(interface_names(self.topo))
+        self._record.add_links([*interface_names(self.topo, self.only),
+                                *(t.intf for t in self.tunnels if t.port is not None)])
         links.run()
+        self._make_tunnels()
         net.build()
         self.timings.build_s = time.monotonic() - t0
 
@@ -269,9 +301,9 @@ class EmulatedFabric:
 
         # the live copy: switches' gRPC addresses, and each host's shell (its network
         # namespace) for `mlfabric host exec`
-        host_pids = {h.name: int(net.get(h.name).pid) for h in self.topo.hosts}
+        host_pids = {h.name: int(net.get(h.name).pid) for h in hosts}
         self.live = dataclasses.replace(
-            self.topo, switches=tuple(dataclasses.replace(s, grpc=grpc[s.name]) for s in self.topo.switches),
+            self.topo, switches=tuple(dataclasses.replace(s, grpc=grpc.get(s.name, s.grpc)) for s in self.topo.switches),
             params={**self.topo.params, "host_pids": host_pids, "owner_pid": os.getpid(),
                     PARAM: self.access().to_params()})
         if self.install:
@@ -287,13 +319,42 @@ class EmulatedFabric:
                     margin_us=self.margin_us)
         if self.publish:  # last: a published fabric is a ready one
             dump_topology(self.live, current_fabric_path())
-        journal.record("fabric-up", topology=topology_to_dict(self.live), switch_pids=self.switch_pids())
+        if self.record_journal:
+            journal.record("fabric-up", topology=topology_to_dict(self.live), switch_pids=self.switch_pids())
         return self
+
+    def _local(self, node: str) -> bool:
+        return self.only is None or node in self.only
+
+    def _make_tunnels(self) -> None:
+        """This machine's ends of the links to other machines: tunnel interfaces in the root
+        namespace, handed to their switch as its port or moved into their host, shaped as
+        any link is (:class:`ShapedIntf`)."""
+        assert self.net is not None
+        checked: set[tuple[str, int]] = set()
+        for end in self.tunnels:
+            if (end.remote, end.mtu) not in checked:
+                checked.add((end.remote, end.mtu))
+                dev, mtu = _route_mtu(end.remote)
+                check_underlay_mtu(end.local, dev, mtu, end.mtu, end.kind)
+            for cmd in tunnel_commands(end):
+                out = subprocess.run(["ip", *cmd.split()], capture_output=True, text=True)
+                if out.returncode:
+                    raise EmulationError(f"cannot make the tunnel {end.intf} to {end.remote}: ip {cmd}: "
+                                         f"{out.stderr.strip()}")
+            node = self.net.get(end.node)
+            intf = ShapedIntf(end.intf, node=node, port=end.port)
+            params: dict[str, object] = {"mtu": end.mtu}
+            if self.shape and end.rate_mbps:
+                params["bw"] = end.rate_mbps
+            intf.config(**params)
 
     def switch_pids(self) -> dict[str, int]:
         """The process of each switch that runs now."""
         out = {}
         for s in self.topo.switches:
+            if not self._local(s.name):
+                continue
             proc = getattr(self.switch_process(s.name), "proc", None) if self.net is not None else None
             if proc is not None and proc.poll() is None:
                 out[s.name] = proc.pid
@@ -310,6 +371,8 @@ class EmulatedFabric:
         work = []
         folder = Path(tempfile.mkdtemp(prefix="mlfabric-hosts-"))
         for h in topo.hosts:
+            if not self._local(h.name):
+                continue
             node = self.net.get(h.name)
             cmds = []
             arp = []
@@ -379,7 +442,7 @@ class EmulatedFabric:
         finally:
             if self.publish and self.live is not None:
                 current_fabric_path().unlink(missing_ok=True)
-            if self.live is not None:
+            if self.live is not None and self.record_journal:
                 journal.record("fabric-down", name=self.live.name)
             if self._record is not None:
                 self._record.cleanup()

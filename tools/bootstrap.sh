@@ -10,8 +10,10 @@ VENV="${MLFABRIC_VENV:-$ROOT/.venv}"
 # openmpi-bin and libopenmpi-dev: `mlfabric launch --mpi` (mpirun, and the library mpi4py loads);
 # nftables: the TopoOpt experiment's servers count the bytes they relay
 # chromium and chromium-driver: the dashboard's and the results pages' tests drive a real, headless browser
+# openssh-server, openssh-client and sudo: fabrics across machines (mlfabric cluster) reach every machine over SSH,
+#   as Mininet's cluster edition does; the tests stand machines in with network namespaces running sshd
 APT_PACKAGES=(mininet iproute2 iputils-ping procps iperf3 tcpdump ethtool python3-venv python3-pip gcc libc6-dev python3-dev
-              openmpi-bin libopenmpi-dev nftables chromium chromium-driver)
+              openmpi-bin libopenmpi-dev nftables chromium chromium-driver openssh-server openssh-client sudo)
 STAMP="$VENV/.mlfabric-installed"
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.experiments.link_rate import LinkUse
+from controller.experiments.link_rate import LinkUse, merge_link_uses
 
 __all__ = [
     "BREAKDOWN",
@@ -26,7 +26,9 @@ __all__ = [
     "cpu_row",
     "cpu_summary",
     "cpu_use",
+    "cpu_use_from_dict",
     "cpu_verdict",
+    "merge_machines",
 ]
 
 #: a share of one core (a switch) or of all cores (the machine) above which an interval's
@@ -107,6 +109,35 @@ def cpu_use(before: CpuSample, after: CpuSample) -> CpuUse:
     machine = (after.machine_busy_s - before.machine_busy_s) / total if total > 0 else 0.0
     softirq = (after.softirq_s - before.softirq_s) / total * after.cores if total > 0 else 0.0
     return CpuUse(shares, min(1.0, max(0.0, machine)), after.cores, user=user, softirq=max(0.0, softirq))
+
+
+def cpu_use_from_dict(raw: Mapping[str, Any]) -> CpuUse:
+    """A :class:`CpuUse` from its ``dataclasses.asdict`` form (as a machine sends it)."""
+    links = raw.get("links")
+    return CpuUse(dict(raw["switches"]), float(raw["machine"]), int(raw["cores"]),
+                  LinkUse(**links) if links else None, dict(raw.get("user") or {}), float(raw.get("softirq", 0.0)))
+
+
+def merge_machines(uses: Mapping[str, CpuUse]) -> tuple[CpuUse, str]:
+    """Several machines' CPU use over one interval as one, and the busiest machine's name:
+    every switch and process of every machine, the busiest machine's share and cores (an
+    interval holds only if every machine held) with its softirq work, the links of all.
+
+    >>> use, name = merge_machines({"m0": CpuUse({"s0": 0.3}, 0.5, 2), "m1": CpuUse({"s1": 0.2}, 0.9, 4)})
+    >>> name, use.machine, use.cores, sorted(use.switches)
+    ('m1', 0.9, 4, ['s0', 's1'])
+    """
+    if not uses:
+        raise ValueError("no machine measured")
+    name = max(uses, key=lambda m: (uses[m].machine, m))
+    top = uses[name]
+    switches: dict[str, float] = {}
+    user: dict[str, float] = {}
+    for u in uses.values():
+        switches.update(u.switches)
+        user.update(u.user)
+    return CpuUse(switches, top.machine, top.cores, merge_link_uses([u.links for u in uses.values()]), user,
+                  top.softirq), name
 
 
 def cpu_row(use: CpuUse) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["MIN_BACKLOGGED_S", "MIN_RUN_PERIODS", "LinkUse", "QueueSample", "busy", "link_use"]
+__all__ = ["MIN_BACKLOGGED_S", "MIN_RUN_PERIODS", "LinkUse", "QueueSample", "busy", "link_use", "merge_link_uses"]
 
 #: a link busy for less than this is not judged (too few periods)
 MIN_BACKLOGGED_S = 0.2
@@ -148,3 +148,25 @@ def link_use(series: Mapping[str, Sequence[QueueSample]], rates_bps: Mapping[str
     return LinkUse(slowest[1] if slowest else None, round(slowest[0], 4) if slowest else None,
                    fastest[1] if fastest else None, round(fastest[0], 4) if fastest else None,
                    judged, links, sched_delay_ms)
+
+
+def merge_link_uses(uses: Sequence[LinkUse | None]) -> LinkUse | None:
+    """The links of several machines (a fabric across machines) judged together: the slowest
+    of all, the busiest of all, the counts summed.
+
+    >>> a = LinkUse("h0-eth0", 0.97, "h0-eth0", 0.99, 2, 8, 1.0)
+    >>> b = LinkUse("h9-eth0", 0.91, "h9-eth0", 0.95, 1, 8, 3.0)
+    >>> merge_link_uses([a, None, b])
+    LinkUse(slowest='h9-eth0', carried=0.91, fastest='h0-eth0', overshoot=0.99, backlogged=3, links=16, sched_delay_ms=3.0)
+    """
+    real = [u for u in uses if u is not None]
+    if not real:
+        return None
+    carried = [u for u in real if u.carried is not None]
+    over = [u for u in real if u.overshoot is not None]
+    slow = min(carried, key=lambda u: u.carried or 0.0) if carried else None
+    fast = max(over, key=lambda u: u.overshoot or 0.0) if over else None
+    delays = [u.sched_delay_ms for u in real if u.sched_delay_ms is not None]
+    return LinkUse(slow.slowest if slow else None, slow.carried if slow else None,
+                   fast.fastest if fast else None, fast.overshoot if fast else None,
+                   sum(u.backlogged for u in real), sum(u.links for u in real), max(delays) if delays else None)
