@@ -48,6 +48,7 @@ from mlfabric_emulation.fabric_net import FabricTimings
 from controller.cli.switch_args import current_fabric_path
 from controller.cluster.machines import Machine, Machines, machines_to_dict
 from controller.cluster.placement import Placement, place
+from controller.cluster.ssh import ssh_options
 from controller.cluster.tunnels import tunnel_ends
 from controller.dashboard import journal
 from controller.errors import EmulationError
@@ -58,7 +59,7 @@ from controller.topology import dump_topology, require_valid
 from controller.topology.loader import topology_to_dict
 from controller.topology.model import Topology
 
-__all__ = ["CLUSTER_PARAM", "ClusterFabric", "MachineShell", "ssh_options"]
+__all__ = ["CLUSTER_PARAM", "ClusterFabric", "ClusterSampler", "ClusterWorkers", "MachineShell", "cluster_workers"]
 
 log = logging.getLogger("mlfabric.cluster")
 
@@ -66,13 +67,6 @@ log = logging.getLogger("mlfabric.cluster")
 CLUSTER_PARAM = "cluster"
 #: how long a machine may take to build its part
 READY_TIMEOUT_S = 300.0
-
-
-def ssh_options(machines: Machines) -> list[str]:
-    """What every SSH to the machines adds to the cluster edition's own options: the machines
-    file's ``ssh_config``, and keep-alives (a machine that vanishes ends its session)."""
-    opts = ["-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
-    return (["-F", machines.ssh_config] if machines.ssh_config else []) + opts
 
 
 class MachineShell(RemoteMixin, Node):
@@ -199,6 +193,9 @@ class ClusterFabric:
                         "log_dir": str(log_dir) if log_dir else None, "log_level": log_level,
                         "switch_args": list(switch_args)}
         self.log_dir, self.log_level, self.run_dir = log_dir, log_level, run_dir
+        self.pcap_dir: Path | None = None
+        #: an optical fabric's schedule reports (none: schedules are not installed across machines yet)
+        self.clock_reports: list[Any] = []
         self.publish, self.install = publish, install
         self.timings = FabricTimings()
         self.live: Topology | None = None
@@ -247,9 +244,7 @@ class ClusterFabric:
         for part in self.parts.values():
             grpc.update(part.ready["grpc"])
             host_pids.update({k: int(v) for k, v in part.ready["host_pids"].items()})
-        access = FabricAccess(target=self.target, run_dir=self.run_dir, log_dir=self.log_dir,
-                              log_level=self.log_level, pcap_dir=None, thrift_ports={}, thrift_server=False,
-                              thrift_reason="a fabric across machines: use mlfabric shell or the CLI")
+        access = self.access()
         self.live = dataclasses.replace(
             self.topo, switches=tuple(dataclasses.replace(s, grpc=grpc[s.name]) for s in self.topo.switches),
             params={**self.topo.params, "host_pids": host_pids, "owner_pid": os.getpid(), PARAM: access.to_params(),
@@ -286,6 +281,12 @@ class ClusterFabric:
             self.timings.teardown_s = time.monotonic() - t0
 
     # -- access ----------------------------------------------------------------------------
+
+    def access(self) -> FabricAccess:
+        """Where the switches' logs and pcaps are (each machine's own folders, at these paths)."""
+        return FabricAccess(target=self.target, run_dir=self.run_dir, log_dir=self.log_dir, log_level=self.log_level,
+                            pcap_dir=self.pcap_dir, thrift_ports={}, thrift_server=False,
+                            thrift_reason="not across machines: use mlfabric shell SWITCH or the CLI")
 
     def part_of(self, node: str) -> MachinePart:
         try:

@@ -24,11 +24,14 @@ import sys
 import threading
 from pathlib import Path
 
+from mlfabric_emulation.cluster_fabric import ClusterFabric
 from mlfabric_emulation.fabric_net import EmulatedFabric, check_free
 from mlfabric_emulation.stoppable_stdin import StoppableStdin
 
 from controller.cli.output import format_table
 from controller.cli.switch_args import current_fabric_path
+from controller.cluster import load_machines
+from controller.cluster.placement import placement_text
 from controller.dashboard.beside import add_dashboard_options
 from controller.errors import MlfabricError
 from controller.experiments.results import new_results_dir
@@ -76,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="optical fabrics: the ToRs send nothing in the first and last MARGIN us of a day")
     p.add_argument("--calendar-queues", action="store_true",
                    help="optical fabrics, Python target: ToRs hold a packet until its slot (an extension)")
+    p.add_argument("--cluster", type=Path, default=None, metavar="MACHINES",
+                   help="spread the fabric over the machines of this file, reached over SSH (docs/cluster.md)")
     add_dashboard_options(p)
     return p
 
@@ -85,11 +90,20 @@ def main(argv: list[str]) -> int:
     try:
         topo = load_topology(a.topology)
         schedule = load_schedule(a.schedule) if a.schedule else None
-        fabric = EmulatedFabric(topo, target=a.target, engine=a.engine, shape=not a.no_shaping, install=not a.no_rules,
-                                source_routing=a.source_routing, schedule=schedule,
-                                routing=a.routing, calendar_queues=a.calendar_queues,
-                                margin_us=a.margin_us, log_level=a.log_level)
-        check_free(topo)  # before the run folder is made
+        fabric: EmulatedFabric | ClusterFabric
+        if a.cluster:
+            for flag, given in (("--cli", a.cli), ("--schedule", a.schedule), ("--calendar-queues", a.calendar_queues)):
+                if given:
+                    raise MlfabricError(f"{flag} does not work with --cluster yet (docs/cluster.md, limits)")
+            fabric = ClusterFabric(topo, load_machines(a.cluster), target=a.target, engine=a.engine,
+                                   shape=not a.no_shaping, install=not a.no_rules, source_routing=a.source_routing,
+                                   log_level=a.log_level, say=lambda msg: print(f"[fabric] {msg}", flush=True))
+        else:
+            fabric = EmulatedFabric(topo, target=a.target, engine=a.engine, shape=not a.no_shaping,
+                                    install=not a.no_rules, source_routing=a.source_routing, schedule=schedule,
+                                    routing=a.routing, calendar_queues=a.calendar_queues,
+                                    margin_us=a.margin_us, log_level=a.log_level)
+            check_free(topo)  # before the run folder is made
         run_dir = a.run_dir or new_results_dir(f"fabric-{topo.name}")
         run_dir.mkdir(parents=True, exist_ok=True)
     except (MlfabricError, OSError) as exc:
@@ -97,6 +111,8 @@ def main(argv: list[str]) -> int:
         return 2
     fabric.run_dir, fabric.log_dir = run_dir, run_dir / "logs"
     fabric.pcap_dir = run_dir / "pcaps" if a.pcap else None
+    if isinstance(fabric, ClusterFabric):
+        fabric.options.update(log_dir=str(fabric.log_dir), pcap_dir=str(fabric.pcap_dir) if fabric.pcap_dir else None)
     stop = threading.Event()
     in_cli = threading.Event()
     # Mininet's CLI catches KeyboardInterrupt to cancel a command, as a shell does; only a
@@ -152,7 +168,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _print_ready(fabric: EmulatedFabric, a: argparse.Namespace) -> None:
+def _print_ready(fabric: EmulatedFabric | ClusterFabric, a: argparse.Namespace) -> None:
     """The switches and every way into them: CLI, hosts, shell, Thrift, logs and pcaps."""
     live = fabric.live
     assert live is not None
@@ -178,6 +194,9 @@ def _print_ready(fabric: EmulatedFabric, a: argparse.Namespace) -> None:
         else:
             print(f"[fabric] thrift: `mlfabric bmv2-cli {first}` (simple_switch_CLI --thrift-port "
                   f"{access.thrift_ports[first]})")
+    if isinstance(fabric, ClusterFabric):
+        print(f"[fabric] across {placement_text(fabric.placement, fabric.machines)}; each machine's log: "
+              f"{fabric.run_dir}/machine-NAME.log")
     if live.hosts:
         print(f"[fabric] hosts: `mlfabric host list`; inside one: `mlfabric host exec {live.hosts[0].name} -- CMD`")
     print(f"[fabric] run folder {access.run_dir}: logs/SWITCH.log (level {access.log_level}"

@@ -13,7 +13,9 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+from mlfabric_emulation.cluster_fabric import ClusterFabric, ClusterWorkers, cluster_workers
 from mlfabric_emulation.fabric_net import EmulatedFabric
 from mlfabric_emulation.host_config import rto_min_commands
 
@@ -27,7 +29,7 @@ from workloads.plan import Rank
 #: the workers' niceness (see workers())
 WORKER_NICE = 19
 
-__all__ = ["gpu_ranks", "path_probe", "prepare_hosts", "set_rto_min", "shape_loopback", "workers"]
+__all__ = ["gpu_ranks", "path_probe", "prepare_hosts", "set_rto_min", "shape_loopback", "worker_config", "workers"]
 
 
 def gpu_ranks(topo: Topology) -> list[Rank]:
@@ -39,7 +41,7 @@ def gpu_ranks(topo: Topology) -> list[Rank]:
     return ranks
 
 
-def shape_loopback(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig) -> None:
+def shape_loopback(fab: EmulatedFabric | ClusterFabric, topo: Topology, cfg: ExperimentConfig) -> None:
     """The intra-server bandwidth: all GPUs of a server share rails x NVLink rate on lo."""
     rate = cfg.rate_mbps * cfg.nvlink_factor * cfg.rails
     for h in topo.hosts:
@@ -50,7 +52,7 @@ def shape_loopback(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig) -
             raise EmulationError(f"cannot shape the loopback of {h.name}: {out.strip()}")
 
 
-def set_rto_min(fab: EmulatedFabric, topo: Topology, ms: float, congestion: str = "") -> None:
+def set_rto_min(fab: EmulatedFabric | ClusterFabric, topo: Topology, ms: float, congestion: str = "") -> None:
     """Every host route's minimum retransmission timeout and, with ``congestion``, its
     congestion control (:func:`host_config.rto_min_commands`)."""
     for h in topo.hosts:
@@ -66,7 +68,7 @@ def set_rto_min(fab: EmulatedFabric, topo: Topology, ms: float, congestion: str 
                                      f"{ms:g} ms ({cmd}): {out.strip()}")
 
 
-def prepare_hosts(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig) -> None:
+def prepare_hosts(fab: EmulatedFabric | ClusterFabric, topo: Topology, cfg: ExperimentConfig) -> None:
     """The loopback shaped (``nvlink: loopback``) and, where the configuration asks, the
     routes' minimum RTO and congestion control set (every connection's, a library's too;
     the project's workers also set theirs per socket) and slow start after idle turned off."""
@@ -81,22 +83,33 @@ def prepare_hosts(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig) ->
                 raise EmulationError(f"cannot turn off slow start after idle on {h.name}: {out.strip()}")
 
 
-@contextlib.contextmanager
-def workers(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig, fabric: str,
-            workdir: Path) -> Iterator[WorkerGroup]:
-    """The project's workers, one per GPU, for the ``with`` body; stopped after it."""
+def worker_config(topo: Topology, cfg: ExperimentConfig, fabric: str) -> dict[str, Any]:
+    """The workers' configuration (:class:`workloads.config.WorkloadConfig`'s dict)."""
     ranks = gpu_ranks(topo)
-    config = {"ranks": [dataclasses.asdict(r) for r in ranks],
-              "servers": cfg.servers, "rails": cfg.rails, "port": 7000, "timeout_s": cfg.worker_timeout_s,
-              # every worker waits for its last peer to start, and 2 cores start 1,024 workers and
-              # their 68,000 connections in minutes: longer with more GPUs (1,024: +256 s)
-              "start_timeout_s": cfg.worker_timeout_s + len(ranks) / 4,
-              # a fat-tree reaches every GPU; rail-only only the same server and rail
-              "mesh": "full" if is_fat_tree(fabric) else "rail", "tcp_congestion": cfg.tcp_congestion,
-              "sock_buf_bytes": cfg.sock_buf_bytes, "local": "unix" if cfg.nvlink == "unix" else "tcp",
-              "nvlink_bytes_per_s": cfg.nvlink_bytes_per_s if cfg.nvlink == "unix" else 0.0}
+    return {"ranks": [dataclasses.asdict(r) for r in ranks],
+            "servers": cfg.servers, "rails": cfg.rails, "port": 7000, "timeout_s": cfg.worker_timeout_s,
+            # every worker waits for its last peer to start, and 2 cores start 1,024 workers and
+            # their 68,000 connections in minutes: longer with more GPUs (1,024: +256 s)
+            "start_timeout_s": cfg.worker_timeout_s + len(ranks) / 4,
+            # a fat-tree reaches every GPU; rail-only only the same server and rail
+            "mesh": "full" if is_fat_tree(fabric) else "rail", "tcp_congestion": cfg.tcp_congestion,
+            "sock_buf_bytes": cfg.sock_buf_bytes, "local": "unix" if cfg.nvlink == "unix" else "tcp",
+            "nvlink_bytes_per_s": cfg.nvlink_bytes_per_s if cfg.nvlink == "unix" else 0.0}
+
+
+@contextlib.contextmanager
+def workers(fab: EmulatedFabric | ClusterFabric, topo: Topology, cfg: ExperimentConfig, fabric: str,
+            workdir: Path) -> Iterator[WorkerGroup | ClusterWorkers]:
+    """The project's workers, one per GPU, for the ``with`` body; stopped after it. On a
+    fabric across machines each machine starts its GPUs' (:func:`cluster_workers`)."""
+    ranks = gpu_ranks(topo)
+    config = worker_config(topo, cfg, fabric)
     config_path = workdir / f"workers-{fabric}.json"
     config_path.write_text(json.dumps(config))
+    if isinstance(fab, ClusterFabric):
+        with cluster_workers(fab, config, ranks, config_path, WORKER_NICE) as group:
+            yield group
+        return
 
     def netns_of(server: int) -> str:
         return f"/proc/{fab.host(topo.hosts[server].name).pid}/ns/net"
@@ -112,7 +125,7 @@ def workers(fab: EmulatedFabric, topo: Topology, cfg: ExperimentConfig, fabric: 
         yield group
 
 
-def path_probe(fab: EmulatedFabric, topo: Topology, *, count: int = 20) -> dict[str, float]:
+def path_probe(fab: EmulatedFabric | ClusterFabric, topo: Topology, *, count: int = 20) -> dict[str, float]:
     """The fabric's longest GPU-to-GPU path, probed: ``links`` it crosses one way, its
     round trip (``rtt_ms``, the median of ``count`` pings, each through every switch on the
     way) and the queue a shaped link holds (``queue_packets``, its interface's

@@ -61,6 +61,7 @@ class MachinePart:
             shape=opts.get("shape", True), source_routing=opts.get("source_routing", False),
             super_frames=opts.get("super_frames", 0), frame_skbs=opts.get("frame_skbs", False),
             log_dir=Path(opts["log_dir"]) if opts.get("log_dir") else None, log_level=opts.get("log_level", "info"),
+            pcap_dir=Path(opts["pcap_dir"]) if opts.get("pcap_dir") else None,
             switch_args=tuple(opts.get("switch_args", ())), install=False, publish=False, record_journal=False,
             only=self.nodes, tunnels=[TunnelEnd(**t) for t in plan.get("tunnels", [])],
             grpc_host=plan["grpc_host"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import logging
 import statistics
 import sys
@@ -20,6 +21,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from mlfabric_emulation.cluster_fabric import ClusterFabric, ClusterSampler
 from mlfabric_emulation.cpu_sampler import CpuSampler, fabric_cpu_sampler
 from mlfabric_emulation.fabric_net import EmulatedFabric, check_free
 from mlfabric_emulation.fabric_workers import path_probe, prepare_hosts, workers
@@ -27,6 +29,8 @@ from mlfabric_emulation.port_meter import PortCounterMeter, busiest_share
 from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 
 from controller.cli.output import format_table
+from controller.cluster import load_machines
+from controller.cluster.placement import place, placement_info, placement_text
 from controller.errors import MlfabricError
 from controller.experiments.comparisons import Side, judge_ratio
 from controller.experiments.core import (
@@ -65,6 +69,7 @@ from controller.experiments.rail_only import (
     comparison,
     emulated_bill,
     fabrics_for,
+    gpu_bytes_per_iteration,
     is_fat_tree,
     model_times,
     ops_of,
@@ -130,9 +135,14 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
     info: dict = {}
     _say(f"{fabric}: building {len(topo.switches)} switches, {len(topo.hosts)} servers, {len(topo.links)} links "
          f"({cfg.target} target)")
-    with EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, source_routing=is_fat_tree(fabric),
-                        super_frames=cfg.super_frames,
-                        log_dir=workdir / "logs" / fabric) as fab:
+    fabric_of = (functools.partial(ClusterFabric, machines=load_machines(cfg.cluster), run_dir=workdir / "logs" / fabric,
+                                   gpu_bytes=gpu_bytes_per_iteration(cfg), say=_say)
+                 if cfg.cluster else EmulatedFabric)
+    with fabric_of(topo, target=cfg.target, engine=cfg.engine, source_routing=is_fat_tree(fabric),
+                   super_frames=cfg.super_frames, log_dir=workdir / "logs" / fabric) as fab:
+        if isinstance(fab, ClusterFabric):
+            info["placement"] = placement_info(fab.placement, fab.machines)
+            _say(f"{fabric}: across {placement_text(fab.placement, fab.machines)}")
         info["bring_up_s"] = round(fab.timings.bring_up_s, 2)
         _say(f"{fabric}: up in {fab.timings.bring_up_s:.1f} s; rules installed")
         prepare_hosts(fab, topo, cfg)
@@ -145,9 +155,9 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
         names = [s.name for s in topo.switches]
         info["engines"] = fabric_engines(cfg.target, fab.log_dir, names)
         _say(f"{fabric}: switches run the {engines_text(info['engines'])}")
-        cpu = fabric_cpu_sampler(fab, names)
+        cpu = fab.cpu_sampler() if isinstance(fab, ClusterFabric) else fabric_cpu_sampler(fab, names)
         with contextlib.ExitStack() as stack, workers(fab, topo, cfg, fabric, workdir) as group:
-            workers_cpu = CpuSampler(group.pids)
+            workers_cpu = cpu if isinstance(cpu, ClusterSampler) else CpuSampler(group.pids)
             if meter is not None:
                 stack.callback(meter.close)
             for warm in range(cfg.warmup):  # one-off costs (first connections' windows, first buffers): not recorded
@@ -164,10 +174,14 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
                 for cmd in _commands(cfg, fabric, it):
                     t0 = time.monotonic()
                     before = meter.read() if meter and "failed_switch" not in info else None
-                    with cpu.measure() as used, workers_cpu.measure() as by_workers:
+                    with cpu.measure() as used, (workers_cpu.workers() if isinstance(workers_cpu, ClusterSampler)
+                                                 else workers_cpu.measure()) as by_workers:
                         results = group.run(cmd, timeout=cfg.timeout_s)
                     row = {**_row(fabric, cmd, results), **cpu_row(used[0]),
                            **breakdown_row(used[0], by_workers[0])}
+                    if isinstance(cpu, ClusterSampler):  # every machine's share; the row's is the busiest's
+                        row["busiest_machine"] = cpu.busiest
+                        row.update({f"machine_cpu_{m}": share for m, share in cpu.machines.items()})
                     if before is not None and meter is not None:
                         row["uplink_imbalance"] = busiest_share(before, meter.read())
                     rows.append(row)
@@ -368,6 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_common_options(p, "rail-only")
     add_data_path_options(p, super_frames=d.super_frames)
     p.add_argument("--fail-rail", type=int, default=None, help="kill this rail's switch before the last iteration")
+    p.add_argument("--cluster", type=Path, default=None, metavar="MACHINES",
+                   help="spread every fabric over the machines of this file, reached over SSH (docs/cluster.md; "
+                        "mlfabric cluster plan shows the placement); an interval holds only if every machine held")
     p.add_argument("--worker-timeout", type=positive_float, default=15.0,
                    help="seconds without progress before a collective fails (a dead peer or path)")
     return p
@@ -387,10 +404,16 @@ def main(argv: list[str]) -> int:
                                sock_buf_bytes=a.sock_buf_kb * 1024,
                                worker_timeout_s=a.worker_timeout, mtu=a.mtu, nvlink=a.nvlink,
                                super_frames=a.super_frames, fabrics=tuple(a.fabrics),
-                               collectives=tuple(a.collectives)).validate()
+                               collectives=tuple(a.collectives),
+                               cluster=str(a.cluster) if a.cluster else "").validate()
         topos = fabrics_for(cfg, load_topology(a.topology) if a.topology else None)
-        for topo in topos.values():  # before the results folder: a refused run leaves nothing
-            check_free(topo)
+        if cfg.cluster:  # each machine checks its own interfaces when it builds its part
+            machines = load_machines(cfg.cluster)
+            for topo in topos.values():
+                place(topo, machines)
+        else:
+            for topo in topos.values():  # before the results folder: a refused run leaves nothing
+                check_free(topo)
     except MlfabricError as exc:
         return refuse(exc)
     out = results_folder("rail-only", a.out, _say)

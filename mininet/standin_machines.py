@@ -20,6 +20,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 from types import TracebackType
@@ -173,3 +174,37 @@ class StandIns:
             else:
                 _run("ip", "link", "del", item, check=False)
         self._made.clear()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``mlfabric cluster stand-ins N``: run until interrupted (or ``--for``), then remove them."""
+    import argparse
+    import sys
+
+    from controller.experiments.results import new_results_dir
+
+    p = argparse.ArgumentParser(prog="mlfabric cluster stand-ins")
+    p.add_argument("count", type=int)
+    p.add_argument("--folder", type=Path, default=None)
+    p.add_argument("--prefix", default="mlfc")
+    p.add_argument("--for", dest="duration", type=float, default=None)
+    a = p.parse_args(argv)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.set())
+    folder = a.folder or new_results_dir("stand-ins")
+    try:
+        with StandIns(a.count, folder, prefix=a.prefix) as s:
+            print(f"{a.count} stand-in machines up ({', '.join(s.address(i) for i in range(a.count))}); "
+                  f"machines file: {s.machines_file}", flush=True)
+            print("use it: mlfabric fabric up TOPOLOGY --cluster FILE; Ctrl-C stops them", flush=True)
+            stop.wait(a.duration)
+    except EmulationError as exc:
+        print(f"mlfabric: error: {exc}", file=sys.stderr)
+        return 1
+    print("stand-in machines removed", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from controller.cli.output import add_json_flag, emit, format_table
+from controller.cluster.ssh import cluster_of, ssh_argv
 from controller.errors import ConfigError, EmulationError
 from controller.topology.model import Topology
 
@@ -38,7 +39,10 @@ def _pid(topo: Topology, host: str) -> int:
 def _list(args: argparse.Namespace) -> int:
     topo = _running(args)
     pids = topo.params.get("host_pids") or {}
-    rows = [{"host": h.name, "pid": pids.get(h.name, "-") if isinstance(pids, dict) else "-",
+    cluster = cluster_of(topo.params, topo.name)
+    machine_of = cluster[1] if cluster else {}
+    rows = [{"host": h.name, **({"machine": machine_of.get(h.name, "-")} if cluster else {}),
+             "pid": pids.get(h.name, "-") if isinstance(pids, dict) else "-",
              "nics": " ".join(f"{n.name}={n.ip}" + (f" (rail {n.rail})" if n.rail is not None else "")
                               for n in h.nics)} for h in topo.hosts]
     emit({"topology": topo.name, "hosts": rows}, as_json=args.json,
@@ -51,9 +55,21 @@ def _exec(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise ConfigError("<host exec>", "CMD", None, "give the command to run after --, e.g. -- ping -c1 10.0.1.0")
+    topo = _running(args)
+    cluster = cluster_of(topo.params, topo.name)
+    if cluster is not None:  # a fabric across machines: the host's machine, over SSH
+        machines, machine_of = cluster
+        raw = topo.params.get("host_pids")
+        pids: dict[str, int] = raw if isinstance(raw, dict) else {}
+        if args.host not in pids or args.host not in machine_of:
+            raise ConfigError(topo.name, "host", args.host, f"is not a host of this fabric ({', '.join(sorted(pids))})")
+        machine = machines.get(machine_of[args.host])
+        sys.stdout.flush()
+        return subprocess.call(ssh_argv(machine, machines, ["nsenter", "--target", str(pids[args.host]), "--net",
+                                                            "--", *command], tty=sys.stdin.isatty()))
     if os.geteuid() != 0:
         raise EmulationError("entering a host's network namespace needs root")
-    pid = _pid(_running(args), args.host)
+    pid = _pid(topo, args.host)
     sys.stdout.flush()
     return subprocess.call(["nsenter", "--target", str(pid), "--net", "--", *command])
 

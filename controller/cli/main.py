@@ -141,6 +141,7 @@ def _fabric_up(args: argparse.Namespace) -> int:
 def _fabric_status(args: argparse.Namespace) -> int:
     from controller.cli.output import emit, format_table
     from controller.cli.running_fabric import current_fabric_path, owner_running
+    from controller.cluster.ssh import cluster_of
     from controller.live_fabric import FabricAccess
     from controller.readiness import tcp_open
     from controller.topology import load_topology
@@ -151,10 +152,12 @@ def _fabric_status(args: argparse.Namespace) -> int:
         return 1
     topo = load_topology(path)
     access = FabricAccess.from_params(topo.params, str(path))
+    cluster = cluster_of(topo.params, str(path))
     rows = []
     for s in topo.switches:
         host, _, port = (s.grpc or ":0").rpartition(":")
-        row: dict[str, object] = {"switch": s.name, "role": s.role, "grpc": s.grpc,
+        row: dict[str, object] = {"switch": s.name, "role": s.role,
+                                  **({"machine": cluster[1].get(s.name, "-")} if cluster else {}), "grpc": s.grpc,
                                   "reachable": tcp_open(host or "127.0.0.1", int(port or 0))}
         if access.target == "bmv2":
             thrift = access.thrift_ports.get(s.name)
@@ -313,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from controller.cli import (
         aggregate_cmds,
+        cluster_cmds,
         dashboard_cmds,
         debug_cmds,
         device_cmds,
@@ -335,6 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     reconfigure_cmds.register(sub)
     host_cmds.register(sub)
     launch_cmds.register(sub)
+    cluster_cmds.register(sub)
     debug_cmds.register(sub)
     add_group_examples(parser)
     return parser

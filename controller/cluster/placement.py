@@ -26,7 +26,7 @@ from controller.cluster.machines import Machines
 from controller.errors import ConfigError
 from controller.topology.model import Topology
 
-__all__ = ["Placement", "link_bytes", "nic_bytes", "place"]
+__all__ = ["Placement", "link_bytes", "nic_bytes", "place", "placement_info", "placement_text"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,9 @@ class Placement:
     cross_bytes: Mapping[tuple[str, str], float]
     #: the model's bytes per iteration over all links
     total_bytes: float
+    #: the topology's hosts (the other nodes are switches) and its number of links
+    hosts: frozenset[str] = frozenset()
+    links: int = 0
 
     def nodes_on(self, machine: str) -> list[str]:
         return [n for n, m in self.machine_of.items() if m == machine]
@@ -191,4 +194,31 @@ def place(topo: Topology, machines: Machines, *, gpu_bytes: float = 1.0) -> Plac
         cross_bytes[(x, y)] = cross_bytes.get((x, y), 0.0) + loads[i]
     ordered = {n: machine_of[n] for n in [*(h.name for h in topo.hosts), *(s.name for s in topo.switches)]}
     total = math.fsum(loads)
-    return Placement(machine_of=ordered, cross_links=cross, cross_bytes=cross_bytes, total_bytes=total)
+    return Placement(machine_of=ordered, cross_links=cross, cross_bytes=cross_bytes, total_bytes=total,
+                     hosts=frozenset(h.name for h in topo.hosts), links=len(topo.links))
+
+
+def placement_info(p: Placement, machines: Machines) -> dict[str, object]:
+    """A placement as JSON values (a results folder's ``summary.json``)."""
+    return {"machine_of": dict(p.machine_of), "cross_links": len(p.cross_links),
+            "cross_bytes": {f"{a}-{b}": round(v) for (a, b), v in p.cross_bytes.items()},
+            "cross_share": round(p.cross_share, 4), "tunnel": machines.tunnel}
+
+
+def placement_text(p: Placement, machines: Machines) -> str:
+    """One line: each machine's nodes counted, and the links and bytes that cross.
+
+    >>> from controller.cluster.machines import machines_from_dict
+    >>> from controller.topology.generators import rail_only
+    >>> ms = machines_from_dict({"machines": [{"name": "a", "ssh": "root@10.0.0.1", "cores": 2},
+    ...                                       {"name": "b", "ssh": "root@10.0.0.2", "cores": 2}]})
+    >>> placement_text(place(rail_only(4, 4), ms), ms)
+    '2 machines (a: 2 hosts, 2 switches; b: 2 hosts, 2 switches); 8 of 16 links cross them (VXLAN), 50% of the bytes'
+    """
+    parts = []
+    for m in machines.names:
+        nodes = p.nodes_on(m)
+        hosts = sum(1 for n in nodes if n in p.hosts)
+        parts.append(f"{m}: {hosts} hosts, {len(nodes) - hosts} switches")
+    return (f"{len(machines.names)} machines ({'; '.join(parts)}); {len(p.cross_links)} of {p.links} links cross "
+            f"them ({machines.tunnel.upper()}), {p.cross_share:.0%} of the bytes")

@@ -83,6 +83,7 @@ def tunnel_commands(end: TunnelEnd) -> list[str]:
     >>> e = TunnelEnd(3, "rail0-eth2", "rail0", 2, "10.0.0.1", "10.0.0.2", 4, 9000, 100.0, "gretap")
     >>> tunnel_commands(e)
     ['link add rail0-eth2 type gretap local 10.0.0.1 remote 10.0.0.2 ttl 64 key 4', 'link set rail0-eth2 mtu 9000']
+    >>> import dataclasses
     >>> tunnel_commands(dataclasses.replace(e, kind="vxlan"))[0]
     'link add rail0-eth2 type vxlan id 4 local 10.0.0.1 remote 10.0.0.2 dstport 4789 ttl 64 nolearning'
     """

@@ -117,6 +117,8 @@ class ExperimentConfig:
     #: the fabrics built (:data:`FABRICS`): without the fat-tree there is nothing to
     #: compare, and each collective is judged against its model instead (a scale check)
     fabrics: tuple[str, ...] = FABRICS
+    #: a machines file: every fabric spread over those machines (controller.cluster); "" one machine
+    cluster: str = ""
 
     @property
     def servers(self) -> int:
@@ -252,6 +254,23 @@ def emulated_bill(topo: Topology, prices: ComponentCosts) -> dict[str, float]:
              + (host_links + switch_links) * prices.cable_power_w)
     return {"switches": switches, "links": len(topo.links), "switch_links": switch_links,
             "ports": ports, "cost_usd": cost, "power_w": power}
+
+
+def gpu_bytes_per_iteration(cfg: ExperimentConfig) -> float:
+    """The bytes one GPU puts on its NIC in an iteration of the configured collectives, by
+    the model: a ring all-reduce over every GPU sends 2(n-1)/n of its size, the hierarchical
+    one 2(d-1)/d of a rail's share over d servers, an all-to-all (n-1)/n less what stays on
+    the server; a training step its all-reduce and all-to-all. What placement weighs links by.
+
+    >>> round(gpu_bytes_per_iteration(ExperimentConfig()) / 2**20, 2)
+    33.0
+    """
+    n, d, r = cfg.gpus, cfg.servers, cfg.rails
+    ring = 2 * (n - 1) / n * cfg.allreduce_bytes
+    hier = 2 * (d - 1) / d * cfg.allreduce_bytes / r if d > 1 else 0.0
+    a2a = cfg.alltoall_bytes * (n - r) / n
+    per = {"allreduce": ring, "hier-allreduce": hier, "alltoall": a2a, "train-step": hier + a2a}
+    return sum(per[c] for c in cfg.collectives)
 
 
 def model_times(cfg: ExperimentConfig) -> dict[str, float]:
