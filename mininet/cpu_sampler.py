@@ -109,4 +109,4 @@ def fabric_cpu_sampler(fabric: object, switches: list[str]) -> CpuSampler:
             if proc is not None and proc.poll() is None:
                 out[name] = proc.pid
         return out
-    return CpuSampler(pids, LinkMonitor.of_network(getattr(fabric, "net", None)))
+    return CpuSampler(pids, LinkMonitor.of_network(getattr(fabric, "net", None), getattr(fabric, "tunnel_intfs", ())))

@@ -133,6 +133,8 @@ class EmulatedFabric:
         #: nodes it runs (None: all) and its ends of the links to other machines' nodes
         self.only = None if only is None else frozenset(only)
         self.tunnels = tuple(tunnels)
+        #: the tunnel ends' interfaces once made
+        self.tunnel_intfs: list[ShapedIntf] = []
         #: the address the switches' gRPC servers listen on (a cluster's: the machine's)
         self.grpc_host = grpc_host
         self.record_journal = record_journal
@@ -348,6 +350,8 @@ class EmulatedFabric:
             if self.shape and end.rate_mbps:
                 params["bw"] = end.rate_mbps
             intf.config(**params)
+            intf.params.update(params)  # what the link monitor reads (link_monitor.shaped_ends)
+            self.tunnel_intfs.append(intf)
 
     def switch_pids(self) -> dict[str, int]:
         """The process of each switch that runs now."""

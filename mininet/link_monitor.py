@@ -15,7 +15,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from mlfabric_emulation.shaped_link import htb_burst
@@ -49,17 +49,18 @@ def _send_at_once(mtu: int) -> int:
     return htb_burst(mtu) + mtu + 18
 
 
-def shaped_ends(net: object) -> list[ShapedEnd]:
-    """The interfaces of ``net``'s links that were given a rate (``bw``, Mbit/s)."""
+def shaped_ends(net: object, extra: Iterable[object] = ()) -> list[ShapedEnd]:
+    """The interfaces of ``net``'s links that were given a rate (``bw``, Mbit/s), and those of
+    ``extra`` (a fabric's tunnel ends to other machines)."""
     out = []
-    for link in getattr(net, "links", ()):
-        for intf in (link.intf1, link.intf2):
-            bw = (getattr(intf, "params", None) or {}).get("bw")
-            if bw:
-                node = intf.node
-                pid = int(node.pid) if getattr(node, "inNamespace", False) else None
-                out.append(ShapedEnd(pid, intf.name, intf.name, float(bw) * 1e6,
-                                     _send_at_once(int(getattr(intf, "mtu", 1500) or 1500))))
+    intfs = [intf for link in getattr(net, "links", ()) for intf in (link.intf1, link.intf2)]
+    for intf in [*intfs, *extra]:
+        bw = (getattr(intf, "params", None) or {}).get("bw")
+        if bw:
+            node = intf.node
+            pid = int(node.pid) if getattr(node, "inNamespace", False) else None
+            out.append(ShapedEnd(pid, intf.name, intf.name, float(bw) * 1e6,
+                                 _send_at_once(int(getattr(intf, "mtu", 1500) or 1500))))
     return out
 
 
@@ -71,9 +72,9 @@ class LinkMonitor:
         self.period_s = period_s
 
     @classmethod
-    def of_network(cls, net: object) -> LinkMonitor | None:
-        """The monitor of ``net``'s shaped links; None when none is shaped."""
-        ends = shaped_ends(net)
+    def of_network(cls, net: object, extra: Iterable[object] = ()) -> LinkMonitor | None:
+        """The monitor of ``net``'s shaped links (and ``extra`` interfaces); None when none is shaped."""
+        ends = shaped_ends(net, extra)
         return cls(ends) if ends else None
 
     @staticmethod

@@ -3,7 +3,8 @@ its own SSH server: what the cluster tests run on, through the same code path as
 machines (every command reaches a stand-in over SSH, nothing bypasses it).
 
 A stand-in ``PREFIX-mI`` is a network namespace joined to a bridge in the root namespace
-(``PREFIX-br``, 10.231.0.254/24; the stand-in 10.231.0.I+1) over a veth whose MTU leaves room
+(``PREFIX-br``, 10.231.N.254/24 for the first N no route of this machine covers; the stand-in
+10.231.N.I+1) over a veth whose MTU leaves room
 for GRETAP's overhead around 9,000-byte frames, running ``sshd`` (started by this module,
 listening on its address only, root's login by a key made for the run). :meth:`StandIns.start`
 writes the machines file and the ``ssh_config`` it names into the run's folder.
@@ -27,9 +28,10 @@ from types import TracebackType
 
 from controller.errors import EmulationError
 
-__all__ = ["SUBNET", "UNDERLAY_MTU", "StandIns"]
+__all__ = ["SUBNETS", "UNDERLAY_MTU", "StandIns", "free_subnet"]
 
-SUBNET = "10.231.0"
+#: the /24s stand-ins take their addresses from: 10.231.N.0/24
+SUBNETS = "10.231"
 #: the stand-ins' underlay: 9,000-byte frames and GRETAP's 42 bytes, with room to spare
 UNDERLAY_MTU = 9100
 SSHD = "/usr/sbin/sshd"
@@ -40,6 +42,16 @@ def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     if check and out.returncode:
         raise EmulationError(f"stand-in machines: {' '.join(argv)}: {out.stderr.strip() or out.stdout.strip()}")
     return out
+
+
+def free_subnet() -> str:
+    """The first ``10.231.N`` that no route of this machine's root namespace covers."""
+    for n in range(256):
+        prefix = f"{SUBNETS}.{n}"
+        out = _run("ip", "route", "show", "match", f"{prefix}.1", check=False).stdout
+        if not any(line.split()[0] != "default" for line in out.splitlines() if line.strip()):
+            return prefix
+    raise EmulationError(f"stand-in machines: every {SUBNETS}.N.0/24 is routed here already")
 
 
 class StandIns:
@@ -54,6 +66,7 @@ class StandIns:
         self.folder = Path(folder)
         self.prefix = prefix
         self.bridge = f"{prefix}-br"
+        self.subnet = ""
         self._sshd: list[subprocess.Popen[bytes]] = []
         self._made: list[str] = []
 
@@ -61,7 +74,7 @@ class StandIns:
         return f"{self.prefix}-m{i}"
 
     def address(self, i: int) -> str:
-        return f"{SUBNET}.{i + 1}"
+        return f"{self.subnet}.{i + 1}"
 
     @property
     def machines_file(self) -> Path:
@@ -86,6 +99,7 @@ class StandIns:
             raise EmulationError(f"stand-in machines: {self.bridge} exists: are stand-ins with prefix "
                                  f"{self.prefix!r} running? (stop them, or pick another prefix)")
         self.folder.mkdir(parents=True, exist_ok=True)
+        self.subnet = free_subnet()
         key = self.folder / "id_ed25519"
         host_key = self.folder / "ssh_host_ed25519_key"
         for path in (key, host_key):
@@ -95,7 +109,7 @@ class StandIns:
         Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory
         _run("ip", "link", "add", self.bridge, "type", "bridge")
         self._made.append(self.bridge)
-        _run("ip", "addr", "add", f"{SUBNET}.254/24", "dev", self.bridge)
+        _run("ip", "addr", "add", f"{self.subnet}.254/24", "dev", self.bridge)
         _run("ip", "link", "set", self.bridge, "mtu", str(UNDERLAY_MTU), "up")
         lines = []
         for i in range(self.count):
@@ -108,7 +122,7 @@ class StandIns:
             _run("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", "eth0")
             _run("ip", "-n", ns, "link", "set", "eth0", "up")
             _run("ip", "-n", ns, "link", "set", "lo", "up")
-            _run("ip", "-n", ns, "route", "add", "default", "via", f"{SUBNET}.254")
+            _run("ip", "-n", ns, "route", "add", "default", "via", f"{self.subnet}.254")
             config = self.folder / f"sshd-{ns}.conf"
             config.write_text("\n".join([
                 f"ListenAddress {addr}", "Port 22", f"HostKey {host_key}",
@@ -125,7 +139,7 @@ class StandIns:
         for i in range(self.count):
             self._wait_sshd(i)
         (self.folder / "ssh_config").write_text("\n".join([
-            f"Host {SUBNET}.*", f"  IdentityFile {key}", "  IdentitiesOnly yes", "  StrictHostKeyChecking no",
+            f"Host {self.subnet}.*", f"  IdentityFile {key}", "  IdentitiesOnly yes", "  StrictHostKeyChecking no",
             "  UserKnownHostsFile /dev/null", "  LogLevel ERROR", "  ConnectTimeout 10", ""]))
         self.machines_file.write_text("# stand-in machines: network namespaces on one machine, each with sshd\n"
                                       "ssh_config: ssh_config\nmachines:\n" + "\n".join(lines) + "\n")
