@@ -70,13 +70,22 @@ READY_TIMEOUT_S = 300.0
 
 
 class MachineShell(RemoteMixin, Node):
-    """A machine's root namespace, reached over SSH as the cluster edition reaches a server."""
+    """A machine's root namespace, reached over SSH as the cluster edition reaches a server
+    (its ``sshcmd``, ``rpopen``: ``sudo -E -u USER ssh ... USER@ADDRESS sudo -E CMD``), without
+    the cluster edition's persistent shell: nothing here needs it, and a shell on a terminal
+    outlived a coordinator killed outright (its local ssh kept the remote session open)."""
 
     def __init__(self, machine: Machine, machines: Machines) -> None:
         self.sshbase = [*RemoteMixin.sshbase, *ssh_options(machines)]
         self.machine = machine
         super().__init__(f"machine-{machine.name}", server=machine.address, user=machine.user,
                          serverIP=machine.address, inNamespace=False)
+
+    def startShell(self, *args: Any, **kwargs: Any) -> None:
+        self.shell, self.pid = None, None
+
+    def finishInit(self) -> None:
+        pass
 
 
 class MachinePart:
@@ -85,7 +94,7 @@ class MachinePart:
     def __init__(self, shell: MachineShell, log_path: Path) -> None:
         self.machine = shell.machine
         project = self.machine.project
-        script = f"cd {shlex.quote(project)} && exec {shlex.quote(project)}/.venv/bin/python -m " \
+        script = f"cd {shlex.quote(project)} && exec {shlex.quote(self.machine.python)} -m " \
                  "mlfabric_emulation.machine_part"
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -378,8 +387,10 @@ def cluster_workers(fabric: ClusterFabric, config: dict[str, Any], ranks: Sequen
         machine = fabric.placement.machine_of[topo.hosts[r.server].name]
         by_machine.setdefault(machine, []).append(dataclasses.asdict(r))
     with ThreadPoolExecutor(max_workers=len(by_machine)) as pool:
+        # a file per machine: machines that share a file system (stand-ins) would write one at once
         futures = [pool.submit(fabric.parts[m].call, "workers_start", config=config, ranks=rs,
-                               config_path=str(config_path), nice=nice) for m, rs in by_machine.items()]
+                               config_path=str(config_path.with_name(f"{config_path.stem}-{m}.json")), nice=nice)
+                   for m, rs in by_machine.items()]
         errors = []
         for f in futures:
             try:

@@ -21,6 +21,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -135,7 +136,7 @@ class StandIns:
                                                stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                                                start_new_session=True))
             log.close()
-            lines.append(f"  - {{name: m{i}, ssh: root@{addr}, cores: {os.cpu_count() or 1}}}")
+            lines.append(f"  - {{name: m{i}, ssh: root@{addr}, cores: {os.cpu_count() or 1}, python: {sys.executable}}}")
         for i in range(self.count):
             self._wait_sshd(i)
         (self.folder / "ssh_config").write_text("\n".join([
@@ -193,7 +194,6 @@ class StandIns:
 def main(argv: list[str] | None = None) -> int:
     """``mlfabric cluster stand-ins N``: run until interrupted (or ``--for``), then remove them."""
     import argparse
-    import sys
 
     from controller.experiments.results import new_results_dir
 

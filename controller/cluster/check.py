@@ -30,7 +30,8 @@ def probe_script(machine: Machine, others: list[str], tunnel: str) -> str:
         'echo "mininet=$(command -v mn >/dev/null && mn --version 2>&1 | head -1)"',
         f'if [ -d {p} ]; then echo "project=$(git -C {p} rev-parse --short HEAD 2>/dev/null || echo present)"; '
         'else echo "project="; fi',
-        f'echo "venv=$({p}/.venv/bin/python -c "import controller, pybmv2, workloads; print(1)" 2>/dev/null)"',
+        f'echo "venv=$(cd {p} && {shlex.quote(machine.python)} -c "import controller, pybmv2, workloads; print(1)" '
+        '2>/dev/null)"',
         'echo "bmv2=$(simple_switch_grpc --version 2>/dev/null | head -1)"',
         f'echo "pipelines=$(sha256sum {p}/p4src/build/manifest.json 2>/dev/null | cut -c1-12)"',
     ]

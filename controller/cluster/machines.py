@@ -11,6 +11,7 @@ one :class:`~controller.errors.ConfigError` naming the file, the key and the val
         cores: 8
         tunnel_address: 10.0.0.10 # optional: the address tunnels use (default: ssh's)
         project: /opt/mlfabric    # optional: the checkout there (default: this one's path)
+        python: /opt/venv/bin/python  # optional: its environment's (default: PROJECT/.venv/bin/python)
 
 Relative paths are the file's folder's. The first machine is the one the experiment's own
 bookkeeping runs beside (its coordinator reaches every machine, itself too, over SSH).
@@ -31,7 +32,7 @@ __all__ = ["Machine", "Machines", "load_machines", "machines_from_dict", "machin
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,14}$")
 _USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
-MACHINE_KEYS = {"name", "ssh", "cores", "tunnel_address", "project"}
+MACHINE_KEYS = {"name", "ssh", "cores", "tunnel_address", "project", "python"}
 TOP_KEYS = {"machines", "ssh_config", "tunnel"}
 TUNNELS = ("vxlan", "gretap")
 
@@ -46,6 +47,12 @@ class Machine:
     cores: int
     tunnel_address: str
     project: str
+    #: the interpreter of the project's environment there
+    python: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.python:
+            object.__setattr__(self, "python", f"{self.project}/.venv/bin/python")
 
     @property
     def ssh_target(self) -> str:
@@ -114,7 +121,11 @@ def _machine(source: str, i: int, raw: Any, here: Path, default_project: str) ->
     project = str_field(source, f"{where}.project", raw.get("project", default_project))
     if not Path(project).is_absolute():
         project = str((here / project).resolve())
-    return Machine(name=name, user=user, address=address, cores=cores, tunnel_address=tunnel, project=project)
+    python = str_field(source, f"{where}.python", raw.get("python", f"{project}/.venv/bin/python"))
+    if not Path(python).is_absolute():
+        raise ConfigError(source, f"{where}.python", python, "expected an absolute path (on that machine)")
+    return Machine(name=name, user=user, address=address, cores=cores, tunnel_address=tunnel, project=project,
+                   python=python)
 
 
 def machines_from_dict(raw: Any, *, source: str = "<machines>", here: Path = Path("."),
@@ -158,7 +169,8 @@ def load_machines(path: str | Path) -> Machines:
 def machines_to_dict(m: Machines) -> dict[str, Any]:
     """The file's form of ``m`` (every default spelled out)."""
     out: dict[str, Any] = {"machines": [{"name": x.name, "ssh": x.ssh_target, "cores": x.cores,
-                                         "tunnel_address": x.tunnel_address, "project": x.project}
+                                         "tunnel_address": x.tunnel_address, "project": x.project,
+                                         "python": x.python}
                                         for x in m.machines]}
     if m.ssh_config:
         out["ssh_config"] = m.ssh_config

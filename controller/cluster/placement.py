@@ -2,8 +2,8 @@
 machines file and the traffic model.
 
 Units are placed whole: a switch that is the only switch of its hosts (a fat-tree's leaf, a
-rack's ToR) goes with them; a host cabled to several switches (a rail-optimised server) is a
-unit alone. Units go to the machines in the topology's order, in contiguous blocks sized to
+rack's ToR) goes with them, unless they outweigh the smallest machine's share (then its hosts
+are units alone); a host cabled to several switches (a rail-optimised server) is a unit alone. Units go to the machines in the topology's order, in contiguous blocks sized to
 each machine's cores, so that neighbouring servers (a rail ring's neighbours) share a
 machine. Every other switch (a rail, a spine, a circuit switch) then goes to the machine that
 holds most of the bytes on its links, among the machines below their quota of switches (the
@@ -142,10 +142,16 @@ def place(topo: Topology, machines: Machines, *, gpu_bytes: float = 1.0) -> Plac
     if len(machines.machines) > len(topo.hosts) + len(topo.switches):
         raise ConfigError(machines.source, "machines", len(machines.machines),
                           f"more machines than {topo.name} has nodes ({len(topo.hosts) + len(topo.switches)})")
-    units = _units(topo)
-    weights = [_weight(topo, u) for u in units]
-    total_w = sum(weights) or 1.0
     total_cores = machines.cores
+    units = _units(topo)
+    total_w = sum(_weight(topo, u) for u in units) or 1.0
+    # a unit larger than the smallest machine's share (one switch under every host) is split
+    # into its hosts: its switch then goes where its bytes are
+    share = total_w * min(m.cores for m in machines.machines) / total_cores
+    if len(machines.machines) > 1:
+        units = [part for u in units for part in ([[n] for n in u if not topo.is_switch(n)]
+                                                  if len(u) > 2 and _weight(topo, u) > share else [u])]
+    weights = [_weight(topo, u) for u in units]
     machine_of: dict[str, str] = {}
     # contiguous blocks sized to the cores: a unit goes to the machine whose share of the
     # cumulative weight holds the unit's midpoint
@@ -156,7 +162,7 @@ def place(topo: Topology, machines: Machines, *, gpu_bytes: float = 1.0) -> Plac
     done = 0.0
     for u, w in zip(units, weights, strict=True):
         mid = done + w / 2
-        k = next((i for i, b in enumerate(bounds) if mid < b), len(bounds) - 1)
+        k = next((i for i, b in enumerate(bounds) if mid <= b), len(bounds) - 1)
         for n in u:
             machine_of[n] = machines.machines[k].name
         done += w

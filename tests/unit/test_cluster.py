@@ -216,3 +216,8 @@ def test_cluster_plan_prints_the_placement(capsys: pytest.CaptureFixture[str], t
     doc = json.loads(capsys.readouterr().out)
     assert {r["machine"]: r["hosts"] for r in doc["machines"]} == {"a": 2, "b": 2}
     assert doc["crossing"][0]["between"] == "a - b" and doc["cross_links"] == 12
+
+
+def test_a_unit_larger_than_a_machine_is_split_into_its_hosts() -> None:
+    p = place(rail_only(2, 1), machines(2, 2))  # one switch under both hosts
+    assert p.machine_of["s0"] != p.machine_of["s1"] and len(p.cross_links) == 1
