@@ -257,6 +257,8 @@ class ClusterFabric:
         self.live = dataclasses.replace(
             self.topo, switches=tuple(dataclasses.replace(s, grpc=grpc[s.name]) for s in self.topo.switches),
             params={**self.topo.params, "host_pids": host_pids, "owner_pid": os.getpid(), PARAM: access.to_params(),
+                    # a process in each machine's root network namespace (its part): launch's way out of a host
+                    "machine_pids": {m: int(p.ready["pid"]) for m, p in self.parts.items()},
                     CLUSTER_PARAM: {**machines_to_dict(self.machines), "machine_of": dict(self.placement.machine_of)}})
         if self.install:
             t0 = time.monotonic()

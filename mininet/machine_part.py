@@ -73,7 +73,7 @@ class MachinePart:
         self.fabric.start()
         live = self.fabric.live
         assert live is not None
-        return {"grpc": {s.name: s.grpc for s in live.switches if s.name in self.nodes},
+        return {"pid": os.getpid(), "grpc": {s.name: s.grpc for s in live.switches if s.name in self.nodes},
                 "host_pids": live.params["host_pids"], "switch_pids": self.fabric.switch_pids(),
                 "timings": dataclasses.asdict(self.fabric.timings)}
 

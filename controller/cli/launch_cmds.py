@@ -21,6 +21,7 @@ from typing import Any
 
 from controller.errors import ConfigError, EmulationError
 from controller.launch.command import MAX_RANKS_PER_HOST, resolve_command
+from controller.launch.hosts import HostAccess
 from controller.launch.mpirun import DEFAULT_IDLE_US
 from controller.launch.placement import DEFAULT_MASTER_PORT, ORDERS, Placement, place
 from controller.launch.rails import RailDown, RailWatch, down_rails
@@ -120,8 +121,7 @@ def _launch(args: argparse.Namespace) -> int:
         with interrupt_on_signals(), _fabric(args) as live:
             placement = place(live, gpus=args.gpus, ranks_per_host=args.ranks_per_host, hosts=hosts,
                               order=args.rank_order, master_port=args.master_port)
-            recorded = live.params.get("host_pids")
-            pids = {str(h): int(p) for h, p in recorded.items()} if isinstance(recorded, dict) else {}
+            pids = HostAccess.of(live)  # on a fabric across machines, each host's machine too
             _say(_describe(placement))
             down = down_rails(live, placement)
             if down:

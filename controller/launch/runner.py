@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from controller.errors import EmulationError
+from controller.launch.hosts import HostAccess, in_host
 from controller.launch.placement import Placement, RankSlot, environment
 
 __all__ = ["TAG", "LaunchResult", "RankProcesses", "in_host", "kill_tagged"]
@@ -25,15 +26,6 @@ __all__ = ["TAG", "LaunchResult", "RankProcesses", "in_host", "kill_tagged"]
 #: every process a launch starts carries ``TAG=<launch id>`` in its environment, so that
 #: what escaped its process group (an MPI daemon, a rank's own children) is found and stopped
 TAG = "MLFABRIC_LAUNCH_ID"
-
-
-def in_host(pid: int, argv: Sequence[str]) -> list[str]:
-    """``argv`` run inside the network namespace of the host whose shell is ``pid``.
-
-    >>> in_host(42, ["python", "job.py"])
-    ['nsenter', '--target', '42', '--net', '--', 'python', 'job.py']
-    """
-    return ["nsenter", "--target", str(pid), "--net", "--", *argv]
 
 
 @dataclass(frozen=True)
@@ -63,13 +55,14 @@ class RankProcesses:
     """Starts every rank of ``placement`` running ``command`` in its host, streams their
     output, and stops them all (SIGTERM to each process group, SIGKILL after ``grace_s``)."""
 
-    def __init__(self, placement: Placement, command: Sequence[str], host_pids: Mapping[str, int], *,
+    def __init__(self, placement: Placement, command: Sequence[str], host_pids: Mapping[str, int] | HostAccess, *,
                  out: IO[str] | None = None, extra_env: Mapping[str, str] | None = None,
                  env_for: Callable[[RankSlot], Mapping[str, str]] | None = None, grace_s: float = 5.0) -> None:
-        missing = sorted({r.host for r in placement.ranks} - set(host_pids))
+        self.access = host_pids if isinstance(host_pids, HostAccess) else HostAccess(dict(host_pids))
+        missing = sorted({r.host for r in placement.ranks} - set(self.access.pids))
         if missing:
             raise EmulationError(f"no running host process for {', '.join(missing)}: is the fabric up?")
-        self.placement, self.command, self.host_pids = placement, list(command), dict(host_pids)
+        self.placement, self.command = placement, list(command)
         self.out = out or sys.stdout
         self.extra_env = dict(extra_env or {})
         self.env_for = env_for or (lambda slot: environment(placement, slot))
@@ -82,9 +75,15 @@ class RankProcesses:
 
     def start(self) -> RankProcesses:
         for slot in self.placement.ranks:
-            env = {**os.environ, **self.extra_env, **self.env_for(slot)}
+            if self.access.across_machines:  # its variables go over SSH with it
+                env = dict(os.environ)
+                argv = self.access.argv(slot.host, self.command, {**self.extra_env, **self.env_for(slot)},
+                                        cwd=os.getcwd())
+            else:
+                env = {**os.environ, **self.extra_env, **self.env_for(slot)}
+                argv = self.access.argv(slot.host, self.command)
             try:
-                proc = subprocess.Popen(in_host(self.host_pids[slot.host], self.command), env=env, text=True,
+                proc = subprocess.Popen(argv, env=env, text=True,
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         start_new_session=True, bufsize=1, errors="replace")
             except OSError as exc:
@@ -100,6 +99,7 @@ class RankProcesses:
     def _stream(self, rank: int, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
+            line = line.replace("\r\n", "\n")  # a rank on another machine writes to a terminal (ssh -tt)
             with self._lock:
                 self.out.write(self._prefix[rank] + line if line.endswith("\n") else self._prefix[rank] + line + "\n")
                 self.out.flush()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -179,4 +180,40 @@ def test_the_rail_only_experiment_across_two_machines_is_decided(stand_ins, targ
     ok = header.index("ok")
     assert all(r.split(",")[ok] == "True" for r in rows[1:]), "every collective exact"
     assert "busiest_machine" in header
+    assert_nothing_left(stand_ins, timeout_s=10)
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed (make setup installs "
+                                                          "openmpi-bin)")
+def test_launch_runs_open_mpi_and_plain_ranks_on_a_fat_tree_over_three_machines(stand_ins, target_name: str,
+                                                                                tmp_path: Path) -> None:
+    env = {**os.environ, "MLFABRIC_STATE_DIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "fabric", "up", "topologies/rail-fat-tree-4x4.yaml",
+                             "--target", target_name, "--cluster", str(machines_file(stand_ins, 3)),
+                             "--run-dir", str(tmp_path / "run")], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_until_published(proc, tmp_path / "current-fabric.yaml", timeout=120)
+        hosts = json.loads(_cli(env, "host", "list", "--json").stdout)["hosts"]
+        assert len({h["machine"] for h in hosts}) == 3
+        # Open MPI: mpirun in s0's host on its machine, each other host's daemon started over SSH on its own
+        done = _cli(env, "launch", "--mpi", "--", sys.executable, "-m", "workloads.mpi_collectives", "--sizes-kb",
+                    "64", "--repetitions", "2", timeout=180)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+        results = [json.loads(line.split("] ", 1)[1]) for line in done.stdout.splitlines()
+                   if line.startswith("[") and "] {" in line]
+        assert {(r["collective"], r["world"], r["exact"]) for r in results if "collective" in r} == {
+            ("allreduce", 16, True), ("alltoall", 16, True)}
+        # plain ranks: each in its own host, whichever machine it is on
+        job = ("import os, socket; print(os.environ['RANK'], os.environ['MLFABRIC_HOST'], "
+               "','.join(sorted(n for _, n in socket.if_nameindex() if n != 'lo')))")
+        done = _cli(env, "launch", "--", sys.executable, "-c", job, timeout=120)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+        rows = sorted(line.split("] ", 1)[1].split() for line in done.stdout.splitlines() if line.startswith("["))
+        assert len(rows) == 16
+        assert all(nics == ",".join(f"{host}-eth{i}" for i in range(4)) for _, host, nics in rows), rows
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=90)[0]
+    assert proc.returncode == 0, out[-2000:]
     assert_nothing_left(stand_ins, timeout_s=10)
