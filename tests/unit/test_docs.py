@@ -210,6 +210,8 @@ COMMITTED_TEXT = [
     ("docs/tdtcp.md", "  transfers of 3 s each; the machine at most", "- **DCTCP and MPTCP did not run.**",
      "docs/tdtcp-day-run.txt"),
     ("docs/rail-only.md", "## At 1,024 GPUs: a scale check", "Getting there took", "docs/rail-only-1024-run.txt"),
+    ("docs/cluster.md", "## A worked example on two stand-ins", None, "docs/cluster-run.txt"),
+    ("docs/cluster.md", "### Against one machine", None, "docs/rail-only-run.txt"),
 ]
 
 
