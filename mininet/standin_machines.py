@@ -28,6 +28,7 @@ from pathlib import Path
 from types import TracebackType
 
 from controller.errors import EmulationError
+from controller.netstate import NetRecord
 
 __all__ = ["SUBNETS", "UNDERLAY_MTU", "StandIns", "free_subnet"]
 
@@ -70,6 +71,8 @@ class StandIns:
         self.subnet = ""
         self._sshd: list[subprocess.Popen[bytes]] = []
         self._made: list[str] = []
+        #: what a killed run leaves is found by `mlfabric clean-net` (controller.netstate)
+        self._record: NetRecord | None = None
 
     def namespace(self, i: int) -> str:
         return f"{self.prefix}-m{i}"
@@ -100,6 +103,8 @@ class StandIns:
             raise EmulationError(f"stand-in machines: {self.bridge} exists: are stand-ins with prefix "
                                  f"{self.prefix!r} running? (stop them, or pick another prefix)")
         self.folder.mkdir(parents=True, exist_ok=True)
+        self._record = NetRecord(f"stand-ins-{self.prefix}").__enter__()
+        self._record.add_link(self.bridge)
         self.subnet = free_subnet()
         key = self.folder / "id_ed25519"
         host_key = self.folder / "ssh_host_ed25519_key"
@@ -115,6 +120,7 @@ class StandIns:
         lines = []
         for i in range(self.count):
             ns, addr, veth = self.namespace(i), self.address(i), f"{self.prefix}-m{i}"
+            self._record.add_netns(ns)
             _run("ip", "netns", "add", ns)
             self._made.append(f"netns:{ns}")
             _run("ip", "link", "add", veth, "mtu", str(UNDERLAY_MTU), "type", "veth", "peer", "name", "eth0",
@@ -136,6 +142,7 @@ class StandIns:
                                                stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                                                start_new_session=True))
             log.close()
+            self._record.add_pid(self._sshd[-1].pid, "sshd")
             lines.append(f"  - {{name: m{i}, ssh: root@{addr}, cores: {os.cpu_count() or 1}, python: {sys.executable}}}")
         for i in range(self.count):
             self._wait_sshd(i)
@@ -189,6 +196,9 @@ class StandIns:
             else:
                 _run("ip", "link", "del", item, check=False)
         self._made.clear()
+        if self._record is not None:
+            self._record.cleanup()
+            self._record = None
 
 
 def main(argv: list[str] | None = None) -> int:
