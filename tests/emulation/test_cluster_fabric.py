@@ -113,6 +113,15 @@ def test_fabric_up_across_two_machines_works_with_the_cli_and_sigterm_leaves_not
         assert rules.returncode == 0 and "default:" in rules.stdout, rules.stdout + rules.stderr
         counters = _cli(env, "counters", remote)
         assert counters.returncode == 0, counters.stderr
+        # in-network aggregation's tables on the rail switches of both machines, and gone again
+        job = "topologies/jobs/aggregate-rail-only-4x4.yaml"
+        added = _cli(env, "aggregate", "add", job, "--json")
+        assert added.returncode == 0, added.stderr
+        shown = json.loads(_cli(env, "aggregate", "show", "--json").stdout)
+        assert json.dumps(shown).count("aggregate-rail-only-4x4") >= 4, shown
+        removed = _cli(env, "aggregate", "remove", job, "--json")
+        assert removed.returncode == 0, removed.stderr
+        assert "aggregate-rail-only-4x4" not in _cli(env, "aggregate", "show", "--json").stdout
     finally:
         proc.send_signal(signal.SIGTERM)
         out = proc.communicate(timeout=90)[0]
