@@ -257,10 +257,12 @@ def emulated_bill(topo: Topology, prices: ComponentCosts) -> dict[str, float]:
 
 
 def gpu_bytes_per_iteration(cfg: ExperimentConfig) -> float:
-    """The bytes one GPU puts on its NIC in an iteration of the configured collectives, by
-    the model: a ring all-reduce over every GPU sends 2(n-1)/n of its size, the hierarchical
-    one 2(d-1)/d of a rail's share over d servers, an all-to-all (n-1)/n less what stays on
-    the server; a training step its all-reduce and all-to-all. What placement weighs links by.
+    """The bytes one GPU sends in an iteration of the configured collectives, by the model,
+    counted as if all of it left through its NIC (an upper bound: a flat ring's hops inside a
+    server take NVLink): a ring all-reduce over every GPU sends 2(n-1)/n of its size, the
+    hierarchical one 2(d-1)/d of a rail's share over d servers, an all-to-all its share for
+    the other servers; a training step its hierarchical all-reduce and all-to-all. What
+    placement weighs links by, and the plan's crossing bytes.
 
     >>> round(gpu_bytes_per_iteration(ExperimentConfig()) / 2**20, 2)
     33.0
