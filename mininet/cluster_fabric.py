@@ -321,6 +321,10 @@ class ClusterFabric:
             futures = {m: pool.submit(p.call, op, **args) for m, p in self.parts.items()}
             return {m: f.result() for m, f in futures.items()}
 
+    def tunnel_bytes(self) -> int:
+        """Bytes sent so far through every tunnel between machines, both directions."""
+        return sum(int(v) for v in self.each_part("tunnel_bytes").values())
+
     def cpu_sampler(self) -> ClusterSampler:
         return ClusterSampler(self)
 

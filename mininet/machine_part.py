@@ -88,6 +88,16 @@ class MachinePart:
     def host_cmd(self, host: str, cmd: str) -> str:
         return self.fabric.host(host).cmd(cmd)
 
+    def tunnel_bytes(self) -> int:
+        """Bytes this machine's tunnel ends have sent so far (each crossing link's two ends
+        together count both its directions)."""
+        total = 0
+        for intf in self.fabric.tunnel_intfs:
+            out = intf.cmd(f"cat /sys/class/net/{intf.name}/statistics/tx_bytes 2>/dev/null || "
+                           f"ip -s -o link show dev {intf.name}")
+            total += _tx_bytes(intf.name, out)
+        return total
+
     def stop_switch(self, name: str) -> None:
         self.fabric.switch_process(name).stop()
 
@@ -144,6 +154,25 @@ class MachinePart:
             stack.close()
 
 
+def _tx_bytes(name: str, out: str) -> int:
+    """A counter read (``tx_bytes``), or the TX bytes of ``ip -s -o link``'s one line.
+
+    >>> _tx_bytes("e0", "1234\\n")
+    1234
+    >>> _tx_bytes("e0", "5: e0: <UP> mtu 9000\\    RX: bytes ...\\    10 1 0 0 0 0 \\    TX: bytes  packets "
+    ...                 "errors dropped carrier collsns \\    777 3 0 0 0 0")
+    777
+    """
+    text = out.strip()
+    if text.isdigit():
+        return int(text)
+    if "TX:" in text:
+        numbers = text.split("TX:", 1)[1].split("\\")
+        if len(numbers) > 1 and numbers[1].split():
+            return int(numbers[1].split()[0])
+    raise MlfabricError(f"cannot read the bytes {name} sent: {text[:200]!r}")
+
+
 def _reply(out: IO[str], message: dict[str, Any]) -> None:
     out.write(json.dumps(message) + "\n")
     out.flush()
@@ -151,7 +180,7 @@ def _reply(out: IO[str], message: dict[str, Any]) -> None:
 
 def serve(part: MachinePart, requests: IO[str], out: IO[str]) -> None:
     """Answer requests until the input ends."""
-    handlers = {"host_cmd": part.host_cmd, "stop_switch": part.stop_switch, "measure_begin": part.measure_begin,
+    handlers = {"host_cmd": part.host_cmd, "stop_switch": part.stop_switch, "tunnel_bytes": part.tunnel_bytes, "measure_begin": part.measure_begin,
                 "measure_end": part.measure_end, "workers_start": part.workers_start,
                 "workers_run": part.workers_run, "workers_close": part.workers_close}
     for line in requests:

@@ -30,7 +30,13 @@ from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 
 from controller.cli.output import format_table
 from controller.cluster import load_machines
-from controller.cluster.placement import place, placement_info, placement_text
+from controller.cluster.placement import (
+    crossing_info,
+    crossing_text,
+    place,
+    placement_info,
+    placement_text,
+)
 from controller.errors import MlfabricError
 from controller.experiments.comparisons import Side, judge_ratio
 from controller.experiments.core import (
@@ -165,6 +171,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
                                  for r in group.run(cmd, timeout=cfg.timeout_s) if not r.get("ok")})
                 _say(f"{fabric}: warm-up {warm + 1} of {cfg.warmup} done (not recorded)"
                      + (f"; it failed: {'; '.join(failed)}" if failed else ""))
+            crossed = fab.tunnel_bytes() if isinstance(fab, ClusterFabric) else None
             for it in range(cfg.iterations):
                 if cfg.fail_rail is not None and it == cfg.iterations - 1:
                     victim = next(s.name for s in topo.switches if s.rail == cfg.fail_rail)
@@ -191,6 +198,9 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
                     held = "; ".join(b.text() for b in breaches(row))
                     _say(f"{fabric}: iter {it} {cmd['op']:<15} {status}  [{time.monotonic() - t0:.1f} s wall; "
                          f"{used[0].text()}]" + (f"  OVER A FIDELITY LIMIT: {held}" if held else ""))
+            if isinstance(fab, ClusterFabric) and crossed is not None and cfg.iterations:
+                info["crossing"] = crossing_info(fab.tunnel_bytes() - crossed, cfg.iterations, fab.placement)
+                _say(f"{fabric}: {crossing_text(info['crossing'])}")
         tcp = TcpStats.total(parse_proc_net(fab.host(h.name).cmd(tcp_read_command)) for h in topo.hosts)
         info["tcp"] = tcp.as_dict()
     info["teardown_s"] = round(fab.timings.teardown_s, 2)
@@ -316,6 +326,8 @@ def _report(cfg: ExperimentConfig, topos: dict[str, Topology], rows: list[dict],
             lines.append(f"where the machine's CPU went, {f} (median cores per collective): {breakdown_text(b)}")
         if (infos.get(f) or {}).get("tcp"):
             lines.append(f"the hosts' TCP, {f}: {TcpStats(**infos[f]['tcp']).text()}")
+        if (infos.get(f) or {}).get("crossing"):
+            lines.append(f"across machines, {f}: {crossing_text(infos[f]['crossing'])}")
     ratios = {**ratios, **{f"{k}_spread": v for k, v in spreads.items()}}
     data = {"config": config_json(cfg), "fabrics": bills, "collectives": summary, "ratios": ratios, "model_s": model,
             "runs": infos, "cpu": cpu, "cpu_breakdown_cores": breakdown}

@@ -26,7 +26,8 @@ from controller.cluster.machines import Machines
 from controller.errors import ConfigError
 from controller.topology.model import Topology
 
-__all__ = ["Placement", "link_bytes", "nic_bytes", "place", "placement_info", "placement_text"]
+__all__ = ["Placement", "crossing_info", "crossing_text", "link_bytes", "nic_bytes", "place", "placement_info",
+           "placement_text"]
 
 
 @dataclass(frozen=True)
@@ -228,3 +229,22 @@ def placement_text(p: Placement, machines: Machines) -> str:
         parts.append(f"{m}: {hosts} hosts, {len(nodes) - hosts} switches")
     return (f"{len(machines.names)} machines ({'; '.join(parts)}); {len(p.cross_links)} of {p.links} links cross "
             f"them ({machines.tunnel.upper()}), {p.cross_share:.0%} of the bytes")
+
+
+def crossing_info(measured_bytes: int, iterations: int, p: Placement) -> dict[str, float]:
+    """What crossed machines per iteration, measured (the tunnels' counters over the recorded
+    iterations), beside what the plan predicted."""
+    planned = sum(p.cross_bytes.values())
+    measured = measured_bytes / iterations
+    return {"measured_mib_per_iteration": round(measured / 2**20, 1), "plan_mib_per_iteration": round(planned / 2**20, 1),
+            "measured_over_plan": round(measured / planned, 3) if planned else 0.0}
+
+
+def crossing_text(c: dict[str, float]) -> str:
+    """One line of :func:`crossing_info`.
+
+    >>> crossing_text({"measured_mib_per_iteration": 301.2, "plan_mib_per_iteration": 528.0, "measured_over_plan": 0.57})
+    "the tunnels carried 301.2 MiB per iteration, 0.57x the plan's 528.0 MiB (an upper bound: hops inside a server take NVLink)"
+    """
+    return (f"the tunnels carried {c['measured_mib_per_iteration']} MiB per iteration, {c['measured_over_plan']:.2f}x "
+            f"the plan's {c['plan_mib_per_iteration']} MiB (an upper bound: hops inside a server take NVLink)")

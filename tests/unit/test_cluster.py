@@ -221,3 +221,12 @@ def test_cluster_plan_prints_the_placement(capsys: pytest.CaptureFixture[str], t
 def test_a_unit_larger_than_a_machine_is_split_into_its_hosts() -> None:
     p = place(rail_only(2, 1), machines(2, 2))  # one switch under both hosts
     assert p.machine_of["s0"] != p.machine_of["s1"] and len(p.cross_links) == 1
+
+
+def test_crossing_bytes_measured_against_the_plan() -> None:
+    from controller.cluster.placement import crossing_info
+
+    p = place(rail_only(4, 4), machines(2, 2), gpu_bytes=2**20)
+    planned = sum(p.cross_bytes.values())
+    c = crossing_info(int(planned * 8 * 0.5), 8, p)
+    assert c["measured_over_plan"] == 0.5 and c["plan_mib_per_iteration"] == round(planned / 2**20, 1)
