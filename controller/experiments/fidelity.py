@@ -78,7 +78,8 @@ class Breach:
             return f"link rate {self.where} carried {self.measured:.0%} of its rate while busy < {self.limit:.0%}"
         if self.monitor == "link overshoot":
             return f"link overshoot {self.where} sent {self.measured:.0%} of its rate > {self.limit:.0%}"
-        return f"{self.monitor} {self.measured:.0%} > {self.limit:.0%}"
+        where = "" if self.where == "machine" else f" {self.where}"  # a fabric across machines names its busiest
+        return f"{self.monitor}{where} {self.measured:.0%} > {self.limit:.0%}"
 
 
 def _number(row: Mapping[str, Any], key: str) -> float | None:
@@ -105,6 +106,8 @@ def breaches(row: Mapping[str, Any], limits: FidelityLimits = FidelityLimits()) 
     'switch CPU leaf0 90% of a core > 85%'
     >>> breaches({"machine_cpu": 0.4, "switch_cpu": None})
     []
+    >>> breaches({"machine_cpu": 0.77, "busiest_machine": "m1"})[0].text()  # a fabric across machines
+    'machine CPU m1 77% > 60%'
     >>> [b.text() for b in breaches({"machine_cpu": 0.4, "link_carried": 0.8, "slowest_link": "h0-eth0",
     ...                              "link_overshoot": 1.2, "fastest_link": "rail0-eth1"})]
     ['link rate h0-eth0 carried 80% of its rate while busy < 90%', 'link overshoot rail0-eth1 sent 120% of its rate > 105%']
@@ -112,7 +115,7 @@ def breaches(row: Mapping[str, Any], limits: FidelityLimits = FidelityLimits()) 
     out = []
     machine = _number(row, "machine_cpu")
     if machine is not None and machine > limits.machine:
-        out.append(Breach("machine CPU", "machine", machine, limits.machine))
+        out.append(Breach("machine CPU", str(row.get("busiest_machine") or "machine"), machine, limits.machine))
     switch = _number(row, "switch_cpu")
     if switch is not None and switch > limits.switch:
         out.append(Breach("switch CPU", str(row.get("busiest_switch") or "?"), switch, limits.switch))
