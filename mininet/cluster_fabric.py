@@ -65,8 +65,9 @@ log = logging.getLogger("mlfabric.cluster")
 
 #: the live topology's parameter holding the machines and each node's machine
 CLUSTER_PARAM = "cluster"
-#: how long a machine may take to build its part
-READY_TIMEOUT_S = 300.0
+#: what a machine's part log holds that says nothing of a failure (Mininet's limits, inside a
+#: namespace whose sysctls it may not set)
+BENIGN_LOG_LINES = frozenset({"*** Error setting resource limits. Mininet's performance may be affected."})
 
 
 class MachineShell(RemoteMixin, Node):
@@ -98,7 +99,7 @@ class MachinePart:
                  "mlfabric_emulation.machine_part"
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as err:
+        with open(log_path, "wb") as err:  # this run's part alone
             self.proc = shell.rpopen(["sh", "-c", shlex.quote(script)], tt=False, sudo=True, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=err)
         self._ids = itertools.count(1)
@@ -108,8 +109,12 @@ class MachinePart:
     def _fail(self, what: str) -> EmulationError:
         tail = ""
         with contextlib.suppress(OSError):
-            lines = [x for x in self.log_path.read_text(errors="replace").splitlines() if x.strip()]
+            lines = [x for x in self.log_path.read_text(errors="replace").splitlines()
+                     if x.strip() and x not in BENIGN_LOG_LINES]
             tail = " | ".join(lines[-3:])
+        if self.proc.returncode == 255 and not tail:  # ssh's own failure (the cluster edition's ssh -q says nothing)
+            what = (f"SSH to {self.machine.ssh_target} failed (exit 255): `mlfabric cluster check MACHINES` says why "
+                    "for every machine")
         return EmulationError(f"machine {self.machine.name} ({self.machine.ssh_target}): {what}"
                               + (f"; its log ({self.log_path}): {tail}" if tail else ""))
 

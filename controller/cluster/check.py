@@ -97,7 +97,7 @@ def judge_machine(machine: Machine, facts: Mapping[str, str], *, pipelines_here:
         problems.append(f"no project checkout at {machine.project} (the machines file's project)")
     elif facts.get("venv") != "1":
         problems.append(f"the project at {machine.project} is not set up (run make setup there)")
-    if facts.get("pipelines") != pipelines_here:
+    if facts.get("project") and facts.get("pipelines") != pipelines_here:
         problems.append(f"its compiled pipelines (manifest {facts.get('pipelines') or 'missing'}) differ from "
                         f"this checkout's ({pipelines_here}): check out the same commit")
     if facts.get("tunnel") != "1":
@@ -133,15 +133,16 @@ def check_machines(machines: Machines, *, link_mtu: int = JUMBO_MTU) -> list[Mac
 
     def one(m: Machine) -> MachineCheck:
         others = [x.tunnel_address for x in machines.machines if x.name != m.name]
-        argv = ssh_argv(m, machines, ["sh", "-c", probe_script(m, others, machines.tunnel)])
+        argv = ssh_argv(m, machines, ["sh", "-c", probe_script(m, others, machines.tunnel)], quiet=False)
         try:
             out = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             return judge_machine(m, {}, pipelines_here=here, tunnel=machines.tunnel,
                                  ssh_error=f"no answer in {PROBE_TIMEOUT_S:g} s")
         if out.returncode == 255:  # ssh's own failure
+            why = [line for line in out.stderr.splitlines() if line.strip()]
             return judge_machine(m, {}, pipelines_here=here, tunnel=machines.tunnel,
-                                 ssh_error=out.stderr.strip() or "exit 255 (ssh -v says why)")
+                                 ssh_error=why[-1].strip() if why else "exit 255 (ssh -v says why)")
         return judge_machine(m, parse_probe(out.stdout), pipelines_here=here, tunnel=machines.tunnel,
                              link_mtu=link_mtu)
 

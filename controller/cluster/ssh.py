@@ -30,7 +30,8 @@ def ssh_options(machines: Machines) -> list[str]:
     return (["-F", machines.ssh_config] if machines.ssh_config else []) + opts
 
 
-def ssh_argv(machine: Machine, machines: Machines, command: Sequence[str], *, tty: bool = False) -> list[str]:
+def ssh_argv(machine: Machine, machines: Machines, command: Sequence[str], *, tty: bool = False,
+             quiet: bool = True) -> list[str]:
     """The command line running ``command`` on ``machine`` (as root there, through sudo when
     the user is not root).
 
@@ -42,7 +43,8 @@ def ssh_argv(machine: Machine, machines: Machines, command: Sequence[str], *, tt
     remote = shlex.join(command)
     if machine.user != "root":
         remote = "sudo -n -E " + remote
-    return [*SSH_BASE, *(["-tt"] if tty else []), *ssh_options(machines), machine.ssh_target, remote]
+    base = SSH_BASE if quiet else tuple(x for x in SSH_BASE if x != "-q")  # -q hides why a connection failed
+    return [*base, *(["-tt"] if tty else []), *ssh_options(machines), machine.ssh_target, remote]
 
 
 def cluster_of(params: Mapping[str, Any], where: str) -> tuple[Machines, dict[str, str]] | None:

@@ -168,8 +168,12 @@ def test_judge_machine_names_what_is_missing() -> None:
                         "mtu 10.9.0.2=:\n")
     c = judge_machine(m, facts, pipelines_here="abc", tunnel="vxlan")
     text = " | ".join(c.problems)
-    for words in ("not root", "no Mininet", "no project checkout", "pipelines", "VXLAN", "no route to 10.9.0.2"):
+    for words in ("not root", "no Mininet", "no project checkout", "VXLAN", "no route to 10.9.0.2"):
         assert words in text
+    assert "pipelines" not in text, "no checkout: its pipelines are not a problem of their own"
+    stale = judge_machine(m, {**facts, "project": "abc1234", "venv": "1", "pipelines": "old"}, pipelines_here="abc",
+                          tunnel="vxlan")
+    assert any("pipelines (manifest old) differ" in p for p in stale.problems)
     assert "has 1 cores, the file says 2" in c.notes and not c.ok
     ok = judge_machine(m, {"root": "0", "cores": "2", "mininet": "2.3.0", "project": "x", "venv": "1",
                            "bmv2": "1.15", "pipelines": "abc", "tunnel": "1", "mtu 10.9.0.2": "eth0:9100"},
