@@ -163,7 +163,11 @@ def machines_from_dict(raw: Any, *, source: str = "<machines>", here: Path = Pat
 def load_machines(path: str | Path) -> Machines:
     """The machines file at ``path``, checked strictly."""
     p = Path(path)
-    return machines_from_dict(read_yaml(p), source=str(p), here=p.resolve().parent)
+    machines = machines_from_dict(read_yaml(p), source=str(p), here=p.resolve().parent)
+    if machines.ssh_config and not Path(machines.ssh_config).is_file():
+        raise ConfigError(str(p), "ssh_config", machines.ssh_config, "no such file (relative paths are the machines "
+                                                                      "file's folder's)")
+    return machines
 
 
 def machines_to_dict(m: Machines) -> dict[str, Any]:

@@ -231,3 +231,21 @@ def test_launch_runs_open_mpi_and_plain_ranks_on_a_fat_tree_over_three_machines(
         out = proc.communicate(timeout=90)[0]
     assert proc.returncode == 0, out[-2000:]
     assert_nothing_left(stand_ins, timeout_s=10)
+
+
+def test_an_unreachable_machine_is_one_line_and_the_others_are_left_clean(stand_ins, target_name: str,
+                                                                           tmp_path: Path) -> None:
+    good = machines_file(stand_ins, 1).read_text()
+    bad = stand_ins.folder / "machines-unreachable.yaml"  # beside their ssh_config
+    ghost = f"{stand_ins.subnet}.200"  # no stand-in answers there
+    bad.write_text(good.rstrip("\n") + f"\n  - {{name: m9, ssh: root@{ghost}, cores: 2}}\n")
+    env = {**os.environ, "MLFABRIC_STATE_DIR": str(tmp_path)}
+    done = _cli(env, "fabric", "up", "topologies/rail-only-4x4.yaml", "--target", target_name, "--cluster", str(bad),
+                "--run-dir", str(tmp_path / "run"), "--for", "1", timeout=120)
+    err = done.stderr.strip()
+    assert done.returncode != 0 and err.count("\n") == 0, done.stdout + done.stderr
+    assert f"machine m9 (root@{ghost})" in err and "SSH" in err and "cluster check" in err
+    assert not (tmp_path / "current-fabric.yaml").exists()
+    assert_nothing_left(stand_ins, timeout_s=10)
+    check = _cli(env, "cluster", "check", str(bad), timeout=120)
+    assert check.returncode == 1 and f"SSH to root@{ghost} failed" in check.stdout

@@ -41,6 +41,7 @@ def machines(*cores: int, **top: object):
 
 def test_machines_file_loads_with_defaults_and_relative_paths(tmp_path: Path) -> None:
     f = tmp_path / "machines.yaml"
+    (tmp_path / "cfg").write_text("Host *\n")
     f.write_text("ssh_config: cfg\ntunnel: gretap\nmachines:\n"
                  "  - {name: a, ssh: me@192.168.1.10, cores: 8, tunnel_address: 10.0.0.1, project: co}\n"
                  "  - {name: b, ssh: root@192.168.1.11, cores: 4}\n")
@@ -70,6 +71,14 @@ def test_a_bad_machines_file_is_one_error_naming_the_key(doc: dict, key: str, wo
     with pytest.raises(ConfigError) as err:
         machines_from_dict(doc, source="m.yaml")
     assert err.value.key == key and words in str(err.value) and "m.yaml" in str(err.value)
+
+
+def test_a_missing_ssh_config_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "m.yaml"
+    f.write_text("ssh_config: nowhere\nmachines:\n  - {name: a, ssh: root@10.0.0.1, cores: 2}\n")
+    with pytest.raises(ConfigError, match="no such file") as err:
+        load_machines(f)
+    assert err.value.key == "ssh_config"
 
 
 def test_the_cli_refuses_a_bad_machines_file_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
