@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from controller.cli.output import add_json_flag, emit, format_table
-from controller.topology.model import JUMBO_MTU
+from controller.topology.model import JUMBO_MTU, Topology
 from mlfabric_base.numbers import nonnegative_float, positive_int
+
+if TYPE_CHECKING:
+    from controller.cluster import Machines, Placement
 
 __all__ = ["register"]
 
@@ -57,12 +61,37 @@ def _plan(args: argparse.Namespace) -> int:
                                                      if {p.machine_of[topo.links[i].a.node],
                                                          p.machine_of[topo.links[i].b.node]} == {a, b}),
               "mb_per_iteration": round(v / 2**20, 1)} for (a, b), v in p.cross_bytes.items()]
+    others = _edition_placers(topo, machines, args.gpu_mb * 2**20)
+    compared = [_placer_row("mlfabric (this plan)", topo, p), *(_placer_row(n, topo, q) for n, q in others.items())]
     text = (f"{topo.name} on {args.machines}: {placement_text(p, machines)}\n\n" + format_table(rows)
             + ("\n\ncrossing machines (the model's bytes per iteration, each GPU sending "
-               f"{args.gpu_mb:g} MiB):\n" + format_table(pairs) if pairs else "\n\nno link crosses machines"))
-    emit({"topology": topo.name, "machines": rows, "crossing": pairs, **placement_info(p, machines)},
-         as_json=args.json, text=text)
+               f"{args.gpu_mb:g} MiB):\n" + format_table(pairs) if pairs else "\n\nno link crosses machines")
+            + ("\n\nagainst Mininet's cluster edition's placers (the same model):\n" + format_table(compared)
+               if others else ""))
+    emit({"topology": topo.name, "machines": rows, "crossing": pairs, "placers": compared,
+          **placement_info(p, machines)}, as_json=args.json, text=text)
     return 0
+
+
+def _edition_placers(topo: Topology, machines: Machines, gpu_bytes: float) -> dict[str, Placement]:
+    """The cluster edition's placers on ``topo`` (none where Mininet is not importable)."""
+    from controller.cluster.placement import evaluate
+    from controller.emulation import load_emulation_module
+
+    try:
+        placers = load_emulation_module("cluster_placers")
+    except ImportError:
+        return {}
+    return {name: evaluate(topo, machines, placers.edition_placement(name, topo, machines), gpu_bytes=gpu_bytes)
+            for name in placers.PLACERS}
+
+
+def _placer_row(name: str, topo: Topology, p: Placement) -> dict[str, object]:
+    switches = [sum(1 for s in topo.switches if p.machine_of[s.name] == m) for m in set(p.machine_of.values())]
+    gpus = [sum(topo.host(h).gpus or len(topo.host(h).nics) for h in p.hosts if p.machine_of[h] == m)
+            for m in set(p.machine_of.values())]
+    return {"placer": name, "links_crossing": len(p.cross_links), "bytes_crossing": f"{p.cross_share:.0%}",
+            "most_switches_on_one": max(switches, default=0), "most_gpus_on_one": max(gpus, default=0)}
 
 
 def _stand_ins(args: argparse.Namespace) -> int:

@@ -26,8 +26,17 @@ from controller.cluster.machines import Machines
 from controller.errors import ConfigError
 from controller.topology.model import Topology
 
-__all__ = ["Placement", "crossing_info", "crossing_text", "link_bytes", "nic_bytes", "place", "placement_info",
-           "placement_text"]
+__all__ = [
+    "Placement",
+    "crossing_info",
+    "crossing_text",
+    "evaluate",
+    "link_bytes",
+    "nic_bytes",
+    "place",
+    "placement_info",
+    "placement_text",
+]
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,7 @@ class Placement:
     links: int = 0
 
     def nodes_on(self, machine: str) -> list[str]:
+        """The nodes ``machine`` runs, in the topology's order."""
         return [n for n, m in self.machine_of.items() if m == machine]
 
     @property
@@ -192,6 +202,17 @@ def place(topo: Topology, machines: Machines, *, gpu_bytes: float = 1.0) -> Plac
             switches_on[best] += 1
             pending.remove(name)
             placed_any = True
+    return evaluate(topo, machines, machine_of, gpu_bytes=gpu_bytes, loads=loads)
+
+
+def evaluate(topo: Topology, machines: Machines, machine_of: Mapping[str, str], *, gpu_bytes: float = 1.0,
+             loads: list[float] | None = None) -> Placement:
+    """Any placement of ``topo`` (every node to one of ``machines``) with its crossing links and
+    bytes: :func:`place`'s, or another placer's to compare it with."""
+    missing = [n for n in [*(h.name for h in topo.hosts), *(s.name for s in topo.switches)] if n not in machine_of]
+    if missing:
+        raise ConfigError(machines.source, "placement", missing[0], f"{len(missing)} nodes have no machine")
+    loads = loads if loads is not None else link_bytes(topo, nic_bytes(topo, gpu_bytes))
     cross = tuple(i for i, lk in enumerate(topo.links) if machine_of[lk.a.node] != machine_of[lk.b.node])
     order = {m: i for i, m in enumerate(machines.names)}
     cross_bytes: dict[tuple[str, str], float] = {}

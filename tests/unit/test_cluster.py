@@ -243,3 +243,29 @@ def test_crossing_bytes_measured_against_the_plan() -> None:
     planned = sum(p.cross_bytes.values())
     c = crossing_info(int(planned * 8 * 0.5), 8, p)
     assert c["measured_over_plan"] == 0.5 and c["plan_mib_per_iteration"] == round(planned / 2**20, 1)
+
+
+def test_any_placement_is_scored_by_the_same_model() -> None:
+    from controller.cluster.placement import evaluate
+
+    topo, ms = rail_only(4, 4), machines(2, 2)
+    ours = place(topo, ms)
+    assert evaluate(topo, ms, ours.machine_of) == ours
+    everything_on_one = evaluate(topo, ms, {n: "m0" for n in ours.machine_of})
+    assert not everything_on_one.cross_links and everything_on_one.cross_share == 0
+    with pytest.raises(ConfigError, match="nodes have no machine"):
+        evaluate(topo, ms, {"s0": "m0"})
+
+
+def test_the_cluster_editions_placers_score_no_better_here() -> None:
+    pytest.importorskip("mininet.net", reason="Debian's mininet is not importable (make setup installs it)")
+    from controller.cluster.placement import evaluate
+    from controller.emulation import load_emulation_module
+
+    placers = load_emulation_module("cluster_placers")
+    for topo in (rail_fat_tree(4, 4), load_topology("topologies/optical-4x1x3.yaml")):
+        for ms in (machines(2, 2), machines(2, 2, 2)):
+            ours = place(topo, ms)
+            for name in placers.PLACERS:
+                theirs = evaluate(topo, ms, placers.edition_placement(name, topo, ms))
+                assert ours.cross_share <= theirs.cross_share + 1e-9, (topo.name, len(ms.machines), name)

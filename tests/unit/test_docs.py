@@ -186,6 +186,7 @@ COMMITTED_TABLES = [
     ("docs/launch.md", "## The collectives experiment", "docs/collectives-run.txt"),
     ("docs/aggregation.md", "## The experiment: `make run-aggregation`", "docs/aggregation-run.txt"),
     ("docs/rail-only.md", "## Load balancing in the fat-tree", "docs/rail-only-balancing-run.txt"),
+    ("docs/cluster.md", "`cluster plan` also runs Mininet's cluster edition's own placers", "docs/cluster-plans.txt"),
 ]
 #: prose and printed output that come from a committed run: (page, where it starts, where it
 #: ends (None: at the next heading), the run); every figure in between (decimals, percentages and
