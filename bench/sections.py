@@ -545,6 +545,15 @@ def data_path_section(ctx: Context) -> list[dict]:
     return data_path.section_rows(data_path.compare(quick=ctx.quick), row)
 
 
+def cluster_section(ctx: Context) -> list[dict]:
+    """A link between machines (a VXLAN tunnel between two stand-ins) against the same link on
+    one machine, in the same run (bench.cluster_bench)."""
+    from bench import cluster_bench
+
+    print("[bench] a link between machines: TCP through a tunnel between two stand-ins vs a veth ...", flush=True)
+    return cluster_bench.section_rows(cluster_bench.compare(quick=ctx.quick), row)
+
+
 #: every section, in the order ``make bench`` runs them: (needs root, function)
 SECTIONS: dict[str, tuple[bool, Callable[[Context], list[dict]]]] = {
     "compile": (False, compile_section),
@@ -558,6 +567,7 @@ SECTIONS: dict[str, tuple[bool, Callable[[Context], list[dict]]]] = {
     "tdtcp": (False, tdtcp_section),
     "checkmate": (False, checkmate_section),
     "aggregation": (True, aggregation_section),
+    "cluster": (True, cluster_section),
     "p4runtime": (False, p4runtime_section),
     "engines": (True, engines_section),
 }
