@@ -122,6 +122,19 @@ def test_fabric_up_across_two_machines_works_with_the_cli_and_sigterm_leaves_not
         removed = _cli(env, "aggregate", "remove", job, "--json")
         assert removed.returncode == 0, removed.stderr
         assert "aggregate-rail-only-4x4" not in _cli(env, "aggregate", "show", "--json").stdout
+        # Checkmate's mirror entries and clone sessions on the rail switches, and gone again
+        mirror_job = tmp_path / "mirror-job.yaml"
+        mirror_job.write_text(json.dumps({"name": "job7", "session": 7, "shadow": "s3", "port": 7000, "workers": [
+            {"rank": i * 4 + r, "host": h, "rail": r} for i, h in enumerate(("s0", "s1", "s2")) for r in range(4)]}))
+        added = _cli(env, "mirror", "add", str(mirror_job), "--json")
+        assert added.returncode == 0, added.stderr
+        mirrored = json.loads(added.stdout)["switches"]
+        assert {switches[name]["machine"] for name in mirrored} == {"m0", "m1"}, mirrored
+        shown = json.loads(_cli(env, "mirror", "show", str(mirror_job), "--json").stdout)
+        assert shown["entries"] and shown["missing"] == 0, shown
+        removed = _cli(env, "mirror", "remove", str(mirror_job), "--json")
+        assert removed.returncode == 0 and json.loads(removed.stdout)["deleted"] > 0, removed.stderr
+        assert json.loads(_cli(env, "mirror", "show", str(mirror_job), "--json").stdout)["missing"] > 0
     finally:
         proc.send_signal(signal.SIGTERM)
         out = proc.communicate(timeout=90)[0]
