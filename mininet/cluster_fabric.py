@@ -274,7 +274,10 @@ class ClusterFabric:
             self.timings.rules_s = time.monotonic() - t0
         if self.publish:
             dump_topology(self.live, current_fabric_path())
-        journal.record("fabric-up", topology=topology_to_dict(self.live), switch_pids={})
+        # each switch's process on its machine (the dashboard reads it there)
+        journal.record("fabric-up", topology=topology_to_dict(self.live),
+                       switch_pids={k: int(v) for p in self.parts.values()
+                                    for k, v in (p.ready.get("switch_pids") or {}).items()})
         return self
 
     def stop(self) -> None:

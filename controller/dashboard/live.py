@@ -3,6 +3,9 @@ came up, the experiment's progress and verdicts, the schedule, reconfigurations)
 interval, reads the switch ports' byte and drop counters, their egress queues and each switch
 process's CPU time, all from the kernel: it never asks a switch, so it adds no work to one.
 
+A fabric across machines (its topology names them: :mod:`controller.cluster`) is read on its
+machines, the same readings over one SSH session each (:mod:`cluster_readings`).
+
 With ``record``, each experiment run's samples, events and drawings are kept in its results
 folder (:mod:`recorder`) from the journal's ``run`` event to its ``run-end``.
 """
@@ -15,10 +18,13 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from controller.cluster.ssh import cluster_of
+from controller.dashboard.cluster_readings import MachineReaders
 from controller.dashboard.journal import JournalReader
 from controller.dashboard.rates import link_rates, watched_interface
 from controller.dashboard.recorder import FILE_NAME, Recorder
 from controller.dashboard.switches import (
+    PortQueue,
     QueueReader,
     read_cpu_seconds,
     read_port_drops,
@@ -110,6 +116,10 @@ class LiveSampler:
         self._rates: dict[str, float | None] = {}
         self._pids: dict[str, int] = {}
         self._recorder: Recorder | None = None
+        #: a fabric across machines: each machine's readings over SSH (cluster_readings)
+        self._remote: MachineReaders | None = None
+        self._owner_of: dict[str, str] = {}
+        self._remote_extra: tuple[dict[str, int], dict[str, PortQueue]] = ({}, {})
         self._lock = threading.Lock()
         self._created = time.time()  # runs that started before are not recorded
 
@@ -173,12 +183,29 @@ class LiveSampler:
             self._pids = {} if fabric is None else {str(k): int(v) for k, v in (fabric.get("switch_pids") or {}).items()}
         if self._queues is not None:
             self._queues.close()  # a new fabric's interfaces: read their names afresh
+        self._follow_machines(topo)
         if self._recorder is not None:
             self._recorder.topology(self._drawn_seq, self._drawing)
+
+    def _follow_machines(self, topo: Topology | None) -> None:
+        """A fabric across machines is read on its machines (and one machine's here)."""
+        if self._remote is not None:
+            self._remote.close()
+            self._remote = None
+        cluster = cluster_of(topo.params, "<journal>") if topo is not None else None
+        if cluster is None or topo is None:
+            return
+        self._remote = MachineReaders(*cluster)
+        self._owner_of = {ifname: switch for switch, by_port in self._ports.items() for ifname in by_port.values()}
 
     # -- sampling --------------------------------------------------------------------------
 
     def _readings(self) -> tuple[int, float, dict[str, tuple[int, int]], dict[str, float]]:
+        if self._remote is not None:
+            ports = sorted({*self._interfaces, *(i for p in self._ports.values() for i in p.values())})
+            counters, drops, cpu, queues = self._remote.read(ports, self._pids, self._owner_of)
+            self._remote_extra = (drops, queues)
+            return self._drawn_seq, time.monotonic(), counters, cpu
         return (self._drawn_seq, time.monotonic(), read_counters(self._interfaces, self._root),
                 read_cpu_seconds(self._pids))
 
@@ -206,6 +233,9 @@ class LiveSampler:
         self._stop_recording()
         if self._queues is not None:
             self._queues.close()
+        if self._remote is not None:
+            self._remote.close()
+            self._remote = None
 
     def sample(self, seq: int, before: tuple[int, float, dict[str, tuple[int, int]], dict[str, float]],
                after: tuple[int, float, dict[str, tuple[int, int]], dict[str, float]]) -> dict[str, Any]:
@@ -215,8 +245,11 @@ class LiveSampler:
         topo = self.topo
         if topo is not None and seq0 == seq1 and t1 > t0:  # rates only across one fabric
             links = [r.as_json() for r in link_rates(topo, counters0, counters1, t1 - t0)]
-            queues = self._queues.read() if self._queues is not None else {}
-            drops = read_port_drops({i for p in self._ports.values() for i in p.values()}, self._root)
+            if self._remote is not None:  # read on the machines, with the counters
+                drops, queues = self._remote_extra
+            else:
+                queues = self._queues.read() if self._queues is not None else {}
+                drops = read_port_drops({i for p in self._ports.values() for i in p.values()}, self._root)
             switches = switch_rows(self._ports, cpu0, cpu1, t1 - t0, queues, drops, self._rates)
         now = time.time()
         return {"seq": seq, "t": now, "fabric_seq": seq1, "links": links, "switches": switches,

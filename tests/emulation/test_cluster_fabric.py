@@ -262,3 +262,31 @@ def test_an_unreachable_machine_is_one_line_and_the_others_are_left_clean(stand_
     assert_nothing_left(stand_ins, timeout_s=10)
     check = _cli(env, "cluster", "check", str(bad), timeout=120)
     assert check.returncode == 1 and f"SSH to root@{ghost} failed" in check.stdout
+
+
+def test_the_dashboard_reads_a_fabric_across_machines_on_its_machines(stand_ins, target_name: str, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from controller.dashboard.client import next_samples
+    from controller.dashboard.live import LiveSampler
+    from controller.dashboard.server import Dashboard
+
+    monkeypatch.setenv("MLFABRIC_STATE_DIR", str(tmp_path / "state"))  # a journal of this test's fabric only
+    cluster_fabric = load_emulation_module("cluster_fabric")
+    topo = rail_only(2, 1, rate_mbps=10.0)
+    machines = load_machines(machines_file(stand_ins, 2))
+    address = topo.host("s1").rail_nic(0).address
+    with cluster_fabric.ClusterFabric(topo, machines, target=target_name, publish=False, run_dir=tmp_path) as fab, \
+            Dashboard(LiveSampler(0.5), port=0) as board:
+        assert fab.placement.machine_of["s0"] != fab.placement.machine_of["s1"]
+        fab.host("s1").cmd("iperf3 -s -1 -D -p 5303")
+        fab.host("s0").cmd(f"ping -c 1 -W 2 {address}")
+        fab.host("s0").cmd(f"iperf3 -c {address} -p 5303 -u -b 10M -t 4 > /dev/null 2>&1 &")
+        busy = next_samples(board.url, 4)[-1]  # 2 s into the flow, one full sample inside it
+    rates = {r["interface"]: r for r in busy["links"]}
+    # both links are rail0's ports; one of them is a tunnel to the other machine
+    assert set(rates) == {"rail0-eth1", "rail0-eth2"}, rates
+    assert max(r["rx_mbps"] for r in rates.values()) > 7 and max(r["tx_mbps"] for r in rates.values()) > 7, rates
+    (rail0,) = busy["switches"]
+    assert rail0["cpu"] is not None and 0 <= rail0["cpu"] < 2, rail0
+    assert all(p["backlog_bytes"] is not None for p in rail0["ports"]), rail0
+    assert_nothing_left(stand_ins, timeout_s=10)
