@@ -89,14 +89,25 @@ class MachineShell(RemoteMixin, Node):
         pass
 
 
+def machine_state_dir(machine: Machine) -> str:
+    """Where a machine's part records what it made (controller.netstate): its own folder, so
+    that `mlfabric clean-net` there finds what a killed part left, and nothing else's (stand-ins
+    share one file system)."""
+    return f"/run/mlfabric/machine-{machine.name}"
+
+
+def machine_command(machine: Machine, module: str, *args: str) -> str:
+    """The shell command running ``python -m module`` in the machine's checkout, with its state folder."""
+    return (f"cd {shlex.quote(machine.project)} && MLFABRIC_STATE_DIR={shlex.quote(machine_state_dir(machine))} "
+            f"exec {shlex.quote(machine.python)} -m {module}" + "".join(f" {shlex.quote(a)}" for a in args))
+
+
 class MachinePart:
     """The coordinator's end of one machine's part: its SSH process and requests to it."""
 
     def __init__(self, shell: MachineShell, log_path: Path) -> None:
         self.machine = shell.machine
-        project = self.machine.project
-        script = f"cd {shlex.quote(project)} && exec {shlex.quote(self.machine.python)} -m " \
-                 "mlfabric_emulation.machine_part"
+        script = machine_command(self.machine, "mlfabric_emulation.machine_part")
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "wb") as err:  # this run's part alone
@@ -104,6 +115,7 @@ class MachinePart:
                                      stdout=subprocess.PIPE, stderr=err)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        self._closing = False
         self.ready: dict[str, Any] = {}
 
     def _fail(self, what: str) -> EmulationError:
@@ -153,8 +165,26 @@ class MachinePart:
                 raise self._fail(f"{op}: {msg['error']}")
             return msg.get("result")
 
+    @property
+    def lost(self) -> bool:
+        """Whether the part ended on its own (killed, crashed, its SSH connection dropped)."""
+        return self.proc.poll() is not None and not self._closing
+
+    def clean_up_after(self, shell: MachineShell) -> str:
+        """What a part that ended on its own left on its machine, removed there over SSH
+        (``mlfabric clean-net`` with the part's state folder); its output."""
+        done = shell.rpopen(["sh", "-c", shlex.quote(machine_command(self.machine, "controller.cli", "clean-net"))],
+                            tt=False, sudo=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            out, _ = done.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            done.kill()
+            out, _ = done.communicate()
+        return (out or b"").decode(errors="replace").strip()
+
     def close(self, timeout_s: float = 60.0) -> None:
         """Close the part's input (it tears down and exits); then wait for it, or kill the SSH."""
+        self._closing = True
         with contextlib.suppress(OSError):
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
@@ -215,7 +245,7 @@ class ClusterFabric:
         self.live: Topology | None = None
         self.shells: dict[str, MachineShell] = {}
         self.parts: dict[str, MachinePart] = {}
-        self._say = say or (lambda _msg: None)
+        self._say = say or (lambda msg: log.warning("%s", msg))
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -284,9 +314,14 @@ class ClusterFabric:
         """Every machine's part torn down (in parallel), then its shell."""
         t0 = time.monotonic()
         try:
+            lost = self.lost()
             if self.parts:
                 with ThreadPoolExecutor(max_workers=len(self.parts)) as pool:
                     list(pool.map(lambda p: p.close(), self.parts.values()))
+            for name in lost:  # a part that ended on its own did not tear its share down
+                out = self.parts[name].clean_up_after(self.shells[name])
+                self._say(f"machine {name}: its part had ended; clean-net there: "
+                          + ("; ".join(out.splitlines()) or "nothing left"))
         finally:
             self.parts.clear()
             for shell in self.shells.values():
@@ -306,6 +341,10 @@ class ClusterFabric:
         return FabricAccess(target=self.target, run_dir=self.run_dir, log_dir=self.log_dir, log_level=self.log_level,
                             pcap_dir=self.pcap_dir, thrift_ports={}, thrift_server=False,
                             thrift_reason="not across machines: use mlfabric shell SWITCH or the CLI")
+
+    def lost(self) -> list[str]:
+        """The machines whose part ended on its own (killed, crashed, unreachable)."""
+        return [name for name, part in self.parts.items() if part.lost]
 
     def part_of(self, node: str) -> MachinePart:
         try:

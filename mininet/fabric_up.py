@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 from mlfabric_emulation.cluster_fabric import ClusterFabric
@@ -128,6 +129,7 @@ def main(argv: list[str]) -> int:
             raise FabricStopped(signal.Signals(signum).name)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in stopping}
+    code = 0
     # Without a terminal, the CLI reads through StoppableStdin: the C-level signal handler
     # writes to the wake pipe from whichever thread the kernel chose, and the CLI sees end
     # of input even when the main thread's read was never interrupted.
@@ -157,14 +159,33 @@ def main(argv: list[str]) -> int:
                 in_cli.clear()
             else:
                 print("[fabric] Ctrl-C stops it", flush=True)
-                stop.wait(a.duration)
+                if isinstance(fabric, ClusterFabric):
+                    code = _watch_machines(fabric, stop, a.duration)
+                else:
+                    stop.wait(a.duration)
         print(f"[fabric] torn down in {fabric.timings.teardown_s:.1f} s")
+        if code:
+            return code
     finally:
         signal.set_wakeup_fd(previous_wakeup)
         os.close(wake_r)
         os.close(wake_w)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    return 0
+
+
+def _watch_machines(fabric: ClusterFabric, stop: threading.Event, duration: float | None) -> int:
+    """Wait as ``stop.wait(duration)`` does, and end (1) when a machine's part ends on its own:
+    the rest of the fabric is no use without it, and comes down."""
+    deadline = None if duration is None else time.monotonic() + duration
+    while not stop.wait(1.0 if deadline is None else max(0.0, min(1.0, deadline - time.monotonic()))):
+        lost = fabric.lost()
+        if lost:
+            print(f"[fabric] machine {', '.join(lost)} lost: its part ended; the fabric comes down", flush=True)
+            return 1
+        if deadline is not None and time.monotonic() >= deadline:
+            break
     return 0
 
 

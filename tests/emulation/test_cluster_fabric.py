@@ -290,3 +290,24 @@ def test_the_dashboard_reads_a_fabric_across_machines_on_its_machines(stand_ins,
     assert rail0["cpu"] is not None and 0 <= rail0["cpu"] < 2, rail0
     assert all(p["backlog_bytes"] is not None for p in rail0["ports"]), rail0
     assert_nothing_left(stand_ins, timeout_s=10)
+
+
+def test_a_machine_lost_mid_run_brings_the_fabric_down_and_is_cleaned(stand_ins, target_name: str,
+                                                                      tmp_path: Path) -> None:
+    env = {**os.environ, "MLFABRIC_STATE_DIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "fabric", "up", "topologies/rail-only-4x4.yaml",
+                             "--target", target_name, "--cluster", str(machines_file(stand_ins, 2)),
+                             "--run-dir", str(tmp_path / "run")], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_until_published(proc, tmp_path / "current-fabric.yaml", timeout=120)
+        (part,) = [p for p in stand_ins.pids(1) if "mlfabric_emulation.machine_part" in _cmdline(p)]
+        os.kill(part, signal.SIGKILL)  # no teardown of its own: its hosts, switches and links stay behind
+        out = proc.communicate(timeout=90)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1 and "machine m1 lost" in out, out[-2000:]
+    assert "clean-net there: removed" in out, out[-2000:]  # it had left its switches and their links
+    assert_nothing_left(stand_ins, timeout_s=30)  # m0's part tore down; m1's leftovers cleaned over SSH
