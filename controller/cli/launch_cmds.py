@@ -58,14 +58,25 @@ def _fabric(args: argparse.Namespace) -> Iterator[Topology]:
 
     from controller.emulation import load_emulation_module
 
-    fabric_net = load_emulation_module("fabric_net")
-    fabric_net.check_free(topo)
-    with tempfile.TemporaryDirectory(prefix="mlfabric-launch-") as tmp, \
-            fabric_net.EmulatedFabric(topo, target=args.target, engine=args.engine, publish=False,
-                                      log_dir=Path(tmp) / "logs") as fab:
-        _say(f"brought up {topo.name} ({args.target} target) in {fab.timings.bring_up_s:.1f} s; "
-             "it comes down when the job ends")
-        yield fab.live
+    with tempfile.TemporaryDirectory(prefix="mlfabric-launch-") as tmp:
+        if args.cluster is not None:
+            from controller.cluster import load_machines
+
+            cluster_fabric = load_emulation_module("cluster_fabric")
+            fab = cluster_fabric.ClusterFabric(topo, load_machines(args.cluster), target=args.target,
+                                               engine=args.engine, publish=False, log_dir=Path(tmp) / "logs",
+                                               run_dir=Path(tmp), say=_say)
+            where = f", across {len(set(fab.placement.machine_of.values()))} machines"
+        else:
+            fabric_net = load_emulation_module("fabric_net")
+            fabric_net.check_free(topo)
+            fab = fabric_net.EmulatedFabric(topo, target=args.target, engine=args.engine, publish=False,
+                                            log_dir=Path(tmp) / "logs")
+            where = ""
+        with fab:
+            _say(f"brought up {topo.name} ({args.target} target{where}) in {fab.timings.bring_up_s:.1f} s; "
+                 "it comes down when the job ends")
+            yield fab.live
 
 
 def _plan_first(args: argparse.Namespace, hosts: list[str] | None) -> None:
@@ -184,10 +195,13 @@ def _add_options(p: argparse.ArgumentParser) -> None:
                    help="for a fabric launch brings up (default python)")
     p.add_argument("--engine", choices=("auto", "native", "python"), default=None,
                    help="the Python target's packet engine, for a fabric launch brings up")
+    p.add_argument("--cluster", type=Path, default=None, metavar="MACHINES",
+                   help="bring the fabric up across the machines of this file (docs/cluster.md); a running fabric "
+                        "across machines needs nothing: its ranks start on their machines")
 
 
 _DEFAULTS = {"gpus": False, "ranks_per_host": None, "hosts": "", "rank_order": "server",
-             "master_port": DEFAULT_MASTER_PORT, "mpi": False, "torch": False, "mpi_idle_us": DEFAULT_IDLE_US, "target": "python", "engine": None}
+             "master_port": DEFAULT_MASTER_PORT, "mpi": False, "torch": False, "mpi_idle_us": DEFAULT_IDLE_US, "target": "python", "engine": None, "cluster": None}
 
 
 def _split(args: argparse.Namespace) -> tuple[argparse.Namespace, list[str]]:

@@ -311,3 +311,15 @@ def test_a_machine_lost_mid_run_brings_the_fabric_down_and_is_cleaned(stand_ins,
     assert proc.returncode == 1 and "machine m1 lost" in out, out[-2000:]
     assert "clean-net there: removed" in out, out[-2000:]  # it had left its switches and their links
     assert_nothing_left(stand_ins, timeout_s=30)  # m0's part tore down; m1's leftovers cleaned over SSH
+
+
+def test_launch_brings_a_fabric_up_across_machines_for_its_job(stand_ins, target_name: str, tmp_path: Path) -> None:
+    env = {**os.environ, "MLFABRIC_STATE_DIR": str(tmp_path)}  # no fabric runs: launch brings one up
+    job = "import os, socket; print(os.environ['RANK'], ','.join(n for _, n in socket.if_nameindex() if n != 'lo'))"
+    done = _cli(env, "launch", "--cluster", str(machines_file(stand_ins, 2)), "--target", target_name,
+                "topologies/rail-only-4x4.yaml", "--", sys.executable, "-c", job, timeout=180)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert "across 2 machines" in done.stderr and "all 16 ranks exited 0" in done.stderr, done.stderr
+    rows = sorted(line.split("] ", 1)[1].split() for line in done.stdout.splitlines() if line.startswith("["))
+    assert len(rows) == 16 and len({nics for _, nics in rows}) == 4, rows  # four hosts, each rank in its own
+    assert_nothing_left(stand_ins, timeout_s=10)
