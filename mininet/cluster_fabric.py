@@ -30,6 +30,7 @@ import itertools
 import json
 import logging
 import os
+import select
 import shlex
 import subprocess
 import threading
@@ -68,6 +69,8 @@ CLUSTER_PARAM = "cluster"
 #: what a machine's part log holds that says nothing of a failure (Mininet's limits, inside a
 #: namespace whose sysctls it may not set)
 BENIGN_LOG_LINES = frozenset({"*** Error setting resource limits. Mininet's performance may be affected."})
+#: how long a machine may take to build its part (a 1,024-GPU fabric's took 9.5 s on one machine)
+READY_TIMEOUT_S = 600.0
 
 
 class MachineShell(RemoteMixin, Node):
@@ -130,8 +133,10 @@ class MachinePart:
         return EmulationError(f"machine {self.machine.name} ({self.machine.ssh_target}): {what}"
                               + (f"; its log ({self.log_path}): {tail}" if tail else ""))
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self, timeout_s: float | None = None) -> dict[str, Any]:
         assert self.proc.stdout is not None
+        if timeout_s is not None and not select.select([self.proc.stdout], [], [], timeout_s)[0]:
+            raise self._fail(f"no answer within {timeout_s:g} s")
         line = self.proc.stdout.readline()
         if not line:
             self.proc.wait(timeout=10)
@@ -143,8 +148,8 @@ class MachinePart:
         self.proc.stdin.write((json.dumps(plan) + "\n").encode())
         self.proc.stdin.flush()
 
-    def wait_ready(self) -> dict[str, Any]:
-        msg = self._read()
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> dict[str, Any]:
+        msg = self._read(timeout_s)
         if "error" in msg:
             raise self._fail(msg["error"])
         self.ready = msg["ready"]
@@ -169,6 +174,11 @@ class MachinePart:
     def lost(self) -> bool:
         """Whether the part ended on its own (killed, crashed, its SSH connection dropped)."""
         return self.proc.poll() is not None and not self._closing
+
+    @property
+    def never_reached(self) -> bool:
+        """Whether SSH never reached the machine (nothing can be left there, nor cleaned)."""
+        return self.proc.poll() == 255 and not self.ready
 
     def clean_up_after(self, shell: MachineShell) -> str:
         """What a part that ended on its own left on its machine, removed there over SSH
@@ -318,7 +328,7 @@ class ClusterFabric:
             if self.parts:
                 with ThreadPoolExecutor(max_workers=len(self.parts)) as pool:
                     list(pool.map(lambda p: p.close(), self.parts.values()))
-            for name in lost:  # a part that ended on its own did not tear its share down
+            for name in (m for m in lost if not self.parts[m].never_reached):  # it did not tear its share down
                 out = self.parts[name].clean_up_after(self.shells[name])
                 self._say(f"machine {name}: its part had ended; clean-net there: "
                           + ("; ".join(out.splitlines()) or "nothing left"))
