@@ -143,6 +143,26 @@ def test_fabric_up_across_two_machines_works_with_the_cli_and_sigterm_leaves_not
     assert_nothing_left(stand_ins, timeout_s=5)
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
+def test_sigint_and_sighup_tear_down_every_machine(stand_ins, target_name: str, tmp_path: Path,
+                                                   sig: signal.Signals) -> None:
+    env = {**os.environ, "MLFABRIC_STATE_DIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "fabric", "up", "topologies/rail-only-4x4.yaml",
+                             "--target", target_name, "--cluster", str(machines_file(stand_ins, 2)),
+                             "--run-dir", str(tmp_path / "run")], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_until_published(proc, tmp_path / "current-fabric.yaml", timeout=120)
+        proc.send_signal(sig)  # SIGTERM: the CLI test above
+        out = proc.communicate(timeout=90)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and "torn down" in out, out[-2000:]
+    assert_nothing_left(stand_ins, timeout_s=5)
+
+
 def test_a_killed_coordinator_leaves_nothing_on_any_machine(stand_ins, target_name: str, tmp_path: Path) -> None:
     env = {**os.environ, "MLFABRIC_STATE_DIR": str(tmp_path)}
     proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "fabric", "up", "topologies/rail-only-4x4.yaml",
