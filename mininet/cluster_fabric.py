@@ -417,6 +417,11 @@ class ClusterSampler:
                     lst.append(CpuUse({}, merged.machine, merged.cores))
             self._workers_out.clear()
 
+    def row_fields(self) -> dict[str, Any]:
+        """What a row measured over the last interval adds: the busiest machine (a breach names
+        it) and each machine's share of its cores."""
+        return {"busiest_machine": self.busiest, **{f"machine_cpu_{m}": share for m, share in self.machines.items()}}
+
     @contextlib.contextmanager
     def workers(self) -> Iterator[list[CpuUse]]:
         """Inside :meth:`measure`: filled when it ends."""

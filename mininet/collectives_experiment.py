@@ -14,6 +14,7 @@ and verdicts (JSON), a text table and a plot.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import subprocess
 import sys
@@ -23,11 +24,15 @@ import time
 import uuid
 from pathlib import Path
 
+from mlfabric_emulation.cluster_fabric import ClusterFabric, ClusterSampler, MachinePart
 from mlfabric_emulation.cpu_sampler import CpuSampler, fabric_cpu_sampler
 from mlfabric_emulation.fabric_net import EmulatedFabric, check_free
 from mlfabric_emulation.fabric_workers import path_probe, prepare_hosts, workers
 from mlfabric_emulation.switch_engines import engines_text, fabric_engines
 
+from controller.cluster import load_machines
+from controller.cluster.placement import place as place_on
+from controller.cluster.placement import placement_info, placement_text
 from controller.errors import EmulationError, MlfabricError
 from controller.experiments.collectives import COLLECTIVES, PROJECT_OPS, CollectivesConfig
 from controller.experiments.collectives_report import plot_sizes, report
@@ -60,6 +65,7 @@ from controller.experiments.results import (
     write_csv,
     write_json,
 )
+from controller.launch.hosts import HostAccess
 from controller.launch.placement import place
 from controller.launch.runner import LaunchResult, kill_tagged
 from controller.topology.model import Topology
@@ -82,8 +88,7 @@ class _Mpirun(threading.Thread):
         live = fab.live
         assert live is not None
         self.placement = place(live, gpus=True)
-        recorded = live.params.get("host_pids")
-        self.pids = {str(h): int(p) for h, p in recorded.items()} if isinstance(recorded, dict) else {}
+        self.pids = HostAccess.of(live)  # across machines, each host's machine too
         self.command, self.mca, self.idle_us, self.log = command, mca, idle_us, log
         self.launch_id = uuid.uuid4().hex
         self.result: LaunchResult | None = None
@@ -112,19 +117,47 @@ class _Mpirun(threading.Thread):
         return "mpirun ended before this block"
 
 
-def _wait_for(path: Path, job: _Mpirun, timeout_s: float) -> bool:
-    """Until ``path`` exists (True), the job ends or the timeout passes (False)."""
-    deadline = time.monotonic() + timeout_s
-    while not path.exists():
-        if not job.is_alive() and not path.exists():
-            return False
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
+class _PaceFiles:
+    """Rank 0's hand-shake files (:class:`workloads.mpi_collectives.Pacer`) in ``folder``: on
+    this machine, or, on a fabric across machines, on rank 0's machine through its part
+    (``part``), which waits for a file there so that nothing polls over SSH."""
+
+    def __init__(self, folder: Path, part: MachinePart | None = None) -> None:
+        self.folder, self.part = folder, part
+        if part is not None:
+            part.call("make_dirs", path=str(folder))
+
+    def wait(self, name: str, job: _Mpirun, timeout_s: float) -> bool:
+        """Until the file exists (True), the job ends or the timeout passes (False)."""
+        path = self.folder / name
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if self.part is None:
+                if path.exists():
+                    return True
+                time.sleep(0.005)
+            elif self.part.call("wait_file", path=str(path), timeout_s=max(0.0, min(1.0, left))):
+                return True
+            if not job.is_alive():  # it may have written the file just before it ended
+                return path.exists() if self.part is None else bool(
+                    self.part.call("wait_file", path=str(path), timeout_s=0.0))
+            if left <= 0:
+                return False
+
+    def touch(self, name: str) -> None:
+        if self.part is None:
+            (self.folder / name).touch()
+        else:
+            self.part.call("touch", path=str(self.folder / name))
+
+    def read_json(self, name: str) -> dict:
+        path = self.folder / name
+        return json.loads(path.read_text() if self.part is None else self.part.call("read_text", path=str(path)))
 
 
-def run_open_mpi(fabric: str, fab: EmulatedFabric, cfg: CollectivesConfig, run: str, cpu: CpuSampler,
+def run_open_mpi(fabric: str, fab: EmulatedFabric | ClusterFabric, cfg: CollectivesConfig, run: str,
+                 cpu: CpuSampler | ClusterSampler,
                  workdir: Path, out: Path, rows: list[dict]) -> dict:
     """One ``mpirun`` of every size of both collectives: ``run`` is ``default`` or ``forced``;
     Open MPI's own output is kept in ``out``."""
@@ -134,6 +167,7 @@ def run_open_mpi(fabric: str, fab: EmulatedFabric, cfg: CollectivesConfig, run: 
     mca = dict(cfg.mca) | ({} if run == "default" else {k: v for c, a in zip(COLLECTIVES, cfg.forced, strict=True)
                                                          for k, v in forced_mca(c, a).items()})
     job = _Mpirun(fab, command, mca, cfg.idle_us, out / f"open-mpi-{fabric}-{run}.log")
+    files = _PaceFiles(pace, fab.part_of(job.placement.ranks[0].host) if isinstance(fab, ClusterFabric) else None)
     blocks = [(c, kb) for c in COLLECTIVES for kb in cfg.sizes_kb]
     info: dict = {"mca": mca, "algorithms": {}}
     job.start()
@@ -146,19 +180,19 @@ def run_open_mpi(fabric: str, fab: EmulatedFabric, cfg: CollectivesConfig, run: 
             base = {"fabric": fabric, "collective": collective, "bytes": size, "library": "open-mpi",
                     "algorithm": algorithm, "block": f"{fabric}/{run}/{i}"}
             started = time.monotonic()
-            if not _wait_for(pace / f"ready-{i}.json", job, cfg.timeout_s):
+            if not files.wait(f"ready-{i}.json", job, cfg.timeout_s):
                 rows.append({**base, "rep": 0, "ok": False, "seconds": float("nan"), "error": job.failure()})
                 _say(f"{fabric}: Open MPI {collective} {kb} KiB FAILED ({job.failure()})")
                 break
             with cpu.measure() as used:
-                (pace / f"go-{i}").touch()
-                done = _wait_for(pace / f"done-{i}.json", job, cfg.timeout_s)
+                files.touch(f"go-{i}")
+                done = files.wait(f"done-{i}.json", job, cfg.timeout_s)
             if not done:
                 rows.append({**base, "rep": 0, "ok": False, "seconds": float("nan"), "error": job.failure()})
                 _say(f"{fabric}: Open MPI {collective} {kb} KiB FAILED ({job.failure()})")
                 break
-            result = json.loads((pace / f"done-{i}.json").read_text())
-            monitors = cpu_row(used[0])
+            result = files.read_json(f"done-{i}.json")
+            monitors = {**cpu_row(used[0]), **(cpu.row_fields() if isinstance(cpu, ClusterSampler) else {})}
             for rep, seconds in enumerate(result["times"]):
                 rows.append({**base, "rep": rep, "ok": bool(result["exact"]), "seconds": seconds,
                              "error": "" if result["exact"] else "inexact result", **monitors})
@@ -175,26 +209,28 @@ def run_open_mpi(fabric: str, fab: EmulatedFabric, cfg: CollectivesConfig, run: 
     return info
 
 
-def run_project(fabric: str, fab: EmulatedFabric, topo: Topology, cfg: CollectivesConfig, cpu: CpuSampler,
-                workdir: Path, rows: list[dict]) -> None:
+def run_project(fabric: str, fab: EmulatedFabric | ClusterFabric, topo: Topology, cfg: CollectivesConfig,
+                cpu: CpuSampler | ClusterSampler, workdir: Path, rows: list[dict]) -> None:
     """The project's collectives at every size: one warm-up, then the repetitions."""
     fcfg = cfg.fabric_config()
     with workers(fab, topo, fcfg, fabric, workdir) as group:
-        workers_cpu = CpuSampler(group.pids)
+        workers_cpu = cpu if isinstance(cpu, ClusterSampler) else CpuSampler(group.pids)
         for kb in cfg.sizes_kb:
             for op, collective, algorithm in PROJECT_OPS[fabric]:
                 cmd = {"op": op, "bytes": kb * 1024} | ({"schedule": fcfg.alltoall_schedule} if "alltoall" in op else {})
                 group.run({**cmd, "iter": -1}, timeout=fcfg.timeout_s)  # warm-up, not recorded
                 times = []
                 for rep in range(cfg.repetitions):
-                    with cpu.measure() as used, workers_cpu.measure() as by_workers:
+                    with cpu.measure() as used, (workers_cpu.workers() if isinstance(workers_cpu, ClusterSampler)
+                                                 else workers_cpu.measure()) as by_workers:
                         results = group.run({**cmd, "iter": rep}, timeout=fcfg.timeout_s)
                     ok = bool(results) and all(r.get("ok") for r in results)
                     seconds = max((r.get("seconds") or 0.0) for r in results) if ok else float("nan")
                     rows.append({"fabric": fabric, "collective": collective, "bytes": kb * 1024, "library": "mlfabric",
                                  "algorithm": algorithm, "block": "", "rep": rep, "ok": ok, "seconds": seconds,
                                  "error": "; ".join(sorted({r["error"] for r in results if r.get("error")})),
-                                 **cpu_row(used[0]), **breakdown_row(used[0], by_workers[0])})
+                                 **cpu_row(used[0]), **breakdown_row(used[0], by_workers[0]),
+                                 **(cpu.row_fields() if isinstance(cpu, ClusterSampler) else {})})
                     times.append(seconds)
                 good = sorted(t for t in times if t == t)
                 _say(f"{fabric}: mlfabric {algorithm:<28} {collective:<9} {kb:>5} KiB  "
@@ -205,16 +241,20 @@ def run_fabric(fabric: str, topo: Topology, cfg: CollectivesConfig, workdir: Pat
                rows: list[dict]) -> dict:
     _say(f"{fabric}: building {len(topo.switches)} switches, {len(topo.hosts)} servers ({cfg.target} target)")
     info: dict = {}
-    with EmulatedFabric(topo, target=cfg.target, engine=cfg.engine, source_routing=(fabric == "fat-tree"),
-                        super_frames=cfg.super_frames,
-                        log_dir=workdir / "logs" / fabric, publish=False) as fab:
+    fabric_of = (functools.partial(ClusterFabric, machines=load_machines(cfg.cluster),
+                                   run_dir=workdir / "logs" / fabric, say=_say) if cfg.cluster else EmulatedFabric)
+    with fabric_of(topo, target=cfg.target, engine=cfg.engine, source_routing=(fabric == "fat-tree"),
+                   super_frames=cfg.super_frames, log_dir=workdir / "logs" / fabric, publish=False) as fab:
+        if isinstance(fab, ClusterFabric):
+            info["placement"] = placement_info(fab.placement, fab.machines)
+            _say(f"{fabric}: across {placement_text(fab.placement, fab.machines)}")
         info["bring_up_s"] = round(fab.timings.bring_up_s, 2)
         prepare_hosts(fab, topo, cfg.fabric_config())
         info["path"] = path_probe(fab, topo)
         names = [s.name for s in topo.switches]
         info["engines"] = fabric_engines(cfg.target, fab.log_dir, names)
         _say(f"{fabric}: up in {fab.timings.bring_up_s:.1f} s; switches run the {engines_text(info['engines'])}")
-        cpu = fabric_cpu_sampler(fab, names)
+        cpu = fab.cpu_sampler() if isinstance(fab, ClusterFabric) else fabric_cpu_sampler(fab, names)
         for run in ("default", "forced"):
             info[f"open-mpi {run}"] = run_open_mpi(fabric, fab, cfg, run, cpu, workdir, out, rows)
         if cfg.project:
@@ -238,6 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a waiting Open MPI rank's longest sleep between polls, us (0: spin, as Open MPI does)")
     p.add_argument("--mca", action="append", default=[], metavar="NAME=VALUE",
                    help="an Open MPI MCA parameter for both runs (repeatable), e.g. btl_tcp_eager_limit=8388608")
+    p.add_argument("--cluster", type=Path, default=None, metavar="MACHINES",
+                   help="spread both fabrics over the machines of this file (docs/cluster.md); mpirun runs in "
+                        "rank 0's host on its machine")
     add_common_options(p, "collectives", repetitions=d.repetitions)
     add_data_path_options(p, super_frames=d.super_frames)
     return p
@@ -259,10 +302,16 @@ def main(argv: list[str]) -> int:
                                 repetitions=a.repetitions, forced=(a.forced_allreduce, a.forced_alltoall),
                                 project=not a.no_project, idle_us=a.mpi_idle_us, target=a.target,
                                 mca=tuple(tuple(x.split("=", 1)) if "=" in x else (x, "") for x in a.mca),
-                                engine=a.engine, nvlink=a.nvlink, super_frames=a.super_frames).validate()
+                                engine=a.engine, nvlink=a.nvlink, super_frames=a.super_frames,
+                                cluster=str(a.cluster) if a.cluster else "").validate()
         topos = fabrics_for(cfg.fabric_config(), None)
-        for topo in topos.values():
-            check_free(topo)
+        if cfg.cluster:  # each machine checks its own interfaces when it builds its part
+            machines = load_machines(cfg.cluster)
+            for topo in topos.values():
+                place_on(topo, machines)
+        else:
+            for topo in topos.values():
+                check_free(topo)
         check_version(_installed_open_mpi())
     except MlfabricError as exc:
         return refuse(exc)

@@ -22,6 +22,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -97,6 +98,28 @@ class MachinePart:
                            f"ip -s -o link show dev {intf.name}")
             total += _tx_bytes(intf.name, out)
         return total
+
+    def wait_file(self, path: str, timeout_s: float) -> bool:
+        """Whether ``path`` exists on this machine within ``timeout_s`` (polled every 5 ms: a
+        job's rank on this machine hand-shakes through files, as the collectives experiment's)."""
+        deadline = time.monotonic() + timeout_s
+        while not os.path.exists(path):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
+    def read_text(self, path: str) -> str:
+        try:
+            return Path(path).read_text()
+        except OSError as exc:
+            raise MlfabricError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+    def touch(self, path: str) -> None:
+        Path(path).touch()
+
+    def make_dirs(self, path: str) -> None:
+        Path(path).mkdir(parents=True, exist_ok=True)
 
     def stop_switch(self, name: str) -> None:
         self.fabric.switch_process(name).stop()
@@ -180,7 +203,9 @@ def _reply(out: IO[str], message: dict[str, Any]) -> None:
 
 def serve(part: MachinePart, requests: IO[str], out: IO[str]) -> None:
     """Answer requests until the input ends."""
-    handlers = {"host_cmd": part.host_cmd, "stop_switch": part.stop_switch, "tunnel_bytes": part.tunnel_bytes, "measure_begin": part.measure_begin,
+    handlers = {"host_cmd": part.host_cmd, "stop_switch": part.stop_switch, "tunnel_bytes": part.tunnel_bytes,
+                "wait_file": part.wait_file, "read_text": part.read_text, "touch": part.touch,
+                "make_dirs": part.make_dirs, "measure_begin": part.measure_begin,
                 "measure_end": part.measure_end, "workers_start": part.workers_start,
                 "workers_run": part.workers_run, "workers_close": part.workers_close}
     for line in requests:

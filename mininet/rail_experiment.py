@@ -187,8 +187,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
                     row = {**_row(fabric, cmd, results), **cpu_row(used[0]),
                            **breakdown_row(used[0], by_workers[0])}
                     if isinstance(cpu, ClusterSampler):  # every machine's share; the row's is the busiest's
-                        row["busiest_machine"] = cpu.busiest
-                        row.update({f"machine_cpu_{m}": share for m, share in cpu.machines.items()})
+                        row.update(cpu.row_fields())
                     if before is not None and meter is not None:
                         row["uplink_imbalance"] = busiest_share(before, meter.read())
                     rows.append(row)

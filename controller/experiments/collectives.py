@@ -85,6 +85,8 @@ class CollectivesConfig:
     super_frames: int = 7
     #: seconds one mpirun (every size of both collectives) may take
     timeout_s: float = 900.0
+    #: a machines file: both fabrics spread over those machines (controller.cluster); "" one machine
+    cluster: str = ""
 
     @property
     def servers(self) -> int:
@@ -127,7 +129,7 @@ class CollectivesConfig:
                                 warmup=1, allreduce_bytes=size, alltoall_bytes=size, target=self.target,
                                 engine=self.engine, tcp_congestion=self.tcp_congestion,
                                 tcp_rto_min_ms=self.tcp_rto_min_ms, mtu=self.mtu, nvlink=self.nvlink,
-                                super_frames=self.super_frames)
+                                super_frames=self.super_frames, cluster=self.cluster)
 
 
 def series_key(row: Mapping[str, Any]) -> str:

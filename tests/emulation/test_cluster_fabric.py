@@ -343,3 +343,24 @@ def test_launch_brings_a_fabric_up_across_machines_for_its_job(stand_ins, target
     rows = sorted(line.split("] ", 1)[1].split() for line in done.stdout.splitlines() if line.startswith("["))
     assert len(rows) == 16 and len({nics for _, nics in rows}) == 4, rows  # four hosts, each rank in its own
     assert_nothing_left(stand_ins, timeout_s=10)
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed (make setup installs "
+                                                          "openmpi-bin)")
+def test_the_collectives_experiment_runs_open_mpi_across_two_machines(stand_ins, target_name: str,
+                                                                     tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "controller.cli", "experiment", "run", "collectives", "--target",
+                           target_name, "--cluster", str(machines_file(stand_ins, 2)), "--sizes-kb", "256",
+                           "--repetitions", "2", "--out", str(out)], cwd=REPO, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    rows = (out / "iterations.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    ok, library = header.index("ok"), header.index("library")
+    assert {r.split(",")[library] for r in rows[1:]} == {"open-mpi", "mlfabric"}
+    assert all(r.split(",")[ok] == "True" for r in rows[1:]), "every collective exact, Open MPI's included"
+    assert "busiest_machine" in header
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["runs"]["fat-tree"]["placement"]["cross_links"] == 12
+    assert_nothing_left(stand_ins, timeout_s=10)
