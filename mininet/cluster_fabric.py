@@ -49,7 +49,7 @@ from mlfabric_emulation.fabric_net import FabricTimings
 from controller.cli.switch_args import current_fabric_path
 from controller.cluster.machines import Machine, Machines, machines_to_dict
 from controller.cluster.placement import Placement, place
-from controller.cluster.ssh import ssh_options
+from controller.cluster.ssh import CLUSTER_PARAM, ssh_options
 from controller.cluster.tunnels import tunnel_ends
 from controller.dashboard import journal
 from controller.errors import EmulationError
@@ -60,12 +60,11 @@ from controller.topology import dump_topology, require_valid
 from controller.topology.loader import topology_to_dict
 from controller.topology.model import Topology
 
-__all__ = ["CLUSTER_PARAM", "ClusterFabric", "ClusterSampler", "ClusterWorkers", "MachineShell", "cluster_workers"]
+__all__ = ["ClusterFabric", "ClusterSampler", "ClusterWorkers", "MachineShell", "WorkersShare",
+           "cluster_workers"]
 
 log = logging.getLogger("mlfabric.cluster")
 
-#: the live topology's parameter holding the machines and each node's machine
-CLUSTER_PARAM = "cluster"
 #: what a machine's part log holds that says nothing of a failure (Mininet's limits, inside a
 #: namespace whose sysctls it may not set)
 BENIGN_LOG_LINES = frozenset({"*** Error setting resource limits. Mininet's performance may be affected."})
@@ -242,10 +241,10 @@ class ClusterFabric:
         self.machines = machines
         self.placement: Placement = place(self.topo, machines, gpu_bytes=gpu_bytes)
         self.target, self.engine = target, engine
-        self.options = {"target": target, "engine": engine, "shape": shape, "source_routing": source_routing,
-                        "super_frames": super_frames, "frame_skbs": frame_skbs,
-                        "log_dir": str(log_dir) if log_dir else None, "log_level": log_level,
-                        "switch_args": list(switch_args)}
+        #: what every machine's part builds with (its folders are added at start: fabric up sets them after)
+        self._build = {"target": target, "engine": engine, "shape": shape, "source_routing": source_routing,
+                       "super_frames": super_frames, "frame_skbs": frame_skbs, "log_level": log_level,
+                       "switch_args": list(switch_args)}
         self.log_dir, self.log_level, self.run_dir = log_dir, log_level, run_dir
         self.pcap_dir: Path | None = None
         #: an optical fabric's schedule reports (none: schedules are not installed across machines yet)
@@ -289,7 +288,8 @@ class ClusterFabric:
             self.parts[m.name] = part
             part.begin({"topology": topo_doc, "nodes": self.placement.nodes_on(m.name),
                         "tunnels": [dataclasses.asdict(e) for e in ends[m.name]], "grpc_host": m.address,
-                        "options": self.options})
+                        "options": {**self._build, "log_dir": str(self.log_dir) if self.log_dir else None,
+                                    "pcap_dir": str(self.pcap_dir) if self.pcap_dir else None}})
         with ThreadPoolExecutor(max_workers=len(used)) as pool:
             list(pool.map(lambda p: p.wait_ready(), self.parts.values()))
         self.timings.build_s = time.monotonic() - t0
@@ -369,9 +369,6 @@ class ClusterFabric:
     def switch_process(self, name: str) -> PartSwitch:
         return PartSwitch(name, self.part_of(name))
 
-    def switch_pids(self) -> dict[str, int]:
-        return {}
-
     def each_part(self, op: str, **args: Any) -> dict[str, Any]:
         """``op`` on every machine's part at once: the answers by machine."""
         with ThreadPoolExecutor(max_workers=len(self.parts)) as pool:
@@ -388,8 +385,8 @@ class ClusterFabric:
 
 class ClusterSampler:
     """The CPU and link monitors of every machine over one interval: ``measure()`` yields the
-    merged use (the busiest machine's share; :func:`merge_machines`), ``workers()`` the
-    workers' use over the same interval, ``machines`` each machine's share."""
+    merged use (the busiest machine's share; :func:`merge_machines`), :meth:`workers_sampler`
+    the workers' use over the same interval, ``machines`` each machine's share."""
 
     def __init__(self, fabric: ClusterFabric) -> None:
         self.fabric = fabric
@@ -422,16 +419,27 @@ class ClusterSampler:
         it) and each machine's share of its cores."""
         return {"busiest_machine": self.busiest, **{f"machine_cpu_{m}": share for m, share in self.machines.items()}}
 
+    def workers_sampler(self) -> WorkersShare:
+        """The workers' share, as a sampler of its own whose ``measure()`` runs inside this one's."""
+        return WorkersShare(self)
+
+
+class WorkersShare:
+    """Every machine's workers over a :meth:`ClusterSampler.measure` interval (each machine
+    measures its own with its fabric's): its list is filled when that interval ends."""
+
+    def __init__(self, sampler: ClusterSampler) -> None:
+        self._sampler = sampler
+
     @contextlib.contextmanager
-    def workers(self) -> Iterator[list[CpuUse]]:
-        """Inside :meth:`measure`: filled when it ends."""
+    def measure(self) -> Iterator[list[CpuUse]]:
         out: list[CpuUse] = []
-        self._workers_out.append(out)
+        self._sampler._workers_out.append(out)
         yield out
 
 
 class ClusterWorkers:
-    """The workers of every machine's GPUs, run as one group (``run``, ``pids``)."""
+    """The workers of every machine's GPUs, run as one group (``run``)."""
 
     def __init__(self, fabric: ClusterFabric) -> None:
         self.fabric = fabric
@@ -439,9 +447,6 @@ class ClusterWorkers:
     def run(self, command: dict[str, Any], *, timeout: float | None = None) -> list[dict[str, Any]]:
         answers = self.fabric.each_part("workers_run", command=command, timeout=timeout)
         return sorted((r for rs in answers.values() for r in rs), key=lambda r: r.get("rank", 0))
-
-    def pids(self) -> dict[str, int]:
-        return {}
 
 
 @contextlib.contextmanager

@@ -214,15 +214,14 @@ def run_project(fabric: str, fab: EmulatedFabric | ClusterFabric, topo: Topology
     """The project's collectives at every size: one warm-up, then the repetitions."""
     fcfg = cfg.fabric_config()
     with workers(fab, topo, fcfg, fabric, workdir) as group:
-        workers_cpu = cpu if isinstance(cpu, ClusterSampler) else CpuSampler(group.pids)
+        workers_cpu = cpu.workers_sampler() if isinstance(cpu, ClusterSampler) else CpuSampler(group.pids)
         for kb in cfg.sizes_kb:
             for op, collective, algorithm in PROJECT_OPS[fabric]:
                 cmd = {"op": op, "bytes": kb * 1024} | ({"schedule": fcfg.alltoall_schedule} if "alltoall" in op else {})
                 group.run({**cmd, "iter": -1}, timeout=fcfg.timeout_s)  # warm-up, not recorded
                 times = []
                 for rep in range(cfg.repetitions):
-                    with cpu.measure() as used, (workers_cpu.workers() if isinstance(workers_cpu, ClusterSampler)
-                                                 else workers_cpu.measure()) as by_workers:
+                    with cpu.measure() as used, workers_cpu.measure() as by_workers:
                         results = group.run({**cmd, "iter": rep}, timeout=fcfg.timeout_s)
                     ok = bool(results) and all(r.get("ok") for r in results)
                     seconds = max((r.get("seconds") or 0.0) for r in results) if ok else float("nan")

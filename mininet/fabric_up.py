@@ -112,8 +112,6 @@ def main(argv: list[str]) -> int:
         return 2
     fabric.run_dir, fabric.log_dir = run_dir, run_dir / "logs"
     fabric.pcap_dir = run_dir / "pcaps" if a.pcap else None
-    if isinstance(fabric, ClusterFabric):
-        fabric.options.update(log_dir=str(fabric.log_dir), pcap_dir=str(fabric.pcap_dir) if fabric.pcap_dir else None)
     stop = threading.Event()
     in_cli = threading.Event()
     # Mininet's CLI catches KeyboardInterrupt to cancel a command, as a shell does; only a

@@ -163,7 +163,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
         _say(f"{fabric}: switches run the {engines_text(info['engines'])}")
         cpu = fab.cpu_sampler() if isinstance(fab, ClusterFabric) else fabric_cpu_sampler(fab, names)
         with contextlib.ExitStack() as stack, workers(fab, topo, cfg, fabric, workdir) as group:
-            workers_cpu = cpu if isinstance(cpu, ClusterSampler) else CpuSampler(group.pids)
+            workers_cpu = cpu.workers_sampler() if isinstance(cpu, ClusterSampler) else CpuSampler(group.pids)
             if meter is not None:
                 stack.callback(meter.close)
             for warm in range(cfg.warmup):  # one-off costs (first connections' windows, first buffers): not recorded
@@ -181,8 +181,7 @@ def run_fabric(fabric: str, topo: Topology, cfg: ExperimentConfig, workdir: Path
                 for cmd in _commands(cfg, fabric, it):
                     t0 = time.monotonic()
                     before = meter.read() if meter and "failed_switch" not in info else None
-                    with cpu.measure() as used, (workers_cpu.workers() if isinstance(workers_cpu, ClusterSampler)
-                                                 else workers_cpu.measure()) as by_workers:
+                    with cpu.measure() as used, workers_cpu.measure() as by_workers:
                         results = group.run(cmd, timeout=cfg.timeout_s)
                     row = {**_row(fabric, cmd, results), **cpu_row(used[0]),
                            **breakdown_row(used[0], by_workers[0])}

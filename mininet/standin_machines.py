@@ -206,12 +206,13 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     from controller.experiments.results import new_results_dir
+    from mlfabric_base.numbers import nonnegative_float, positive_int
 
     p = argparse.ArgumentParser(prog="mlfabric cluster stand-ins")
-    p.add_argument("count", type=int)
+    p.add_argument("count", type=positive_int)
     p.add_argument("--folder", type=Path, default=None)
     p.add_argument("--prefix", default="mlfc")
-    p.add_argument("--for", dest="duration", type=float, default=None)
+    p.add_argument("--for", dest="duration", type=nonnegative_float, default=None)  # never NaN or infinite
     a = p.parse_args(argv)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

@@ -184,16 +184,19 @@ def place(topo: Topology, machines: Machines, *, gpu_bytes: float = 1.0) -> Plac
     # each machine's quota of switch processes (they are what runs out of cores first)
     n_switches = len(topo.switches)
     quota = {m.name: math.ceil(n_switches * m.cores / total_cores) for m in machines.machines}
+    links_at: dict[str, list[int]] = {}
+    for i, lk in enumerate(topo.links):
+        for n in (lk.a.node, lk.b.node):
+            links_at.setdefault(n, []).append(i)
     pending = [s.name for s in topo.switches if s.name not in machine_of]
     while pending:
         placed_any = False
         for name in list(pending):
             towards: dict[str, float] = {}
-            for i, lk in enumerate(topo.links):
-                if name in (lk.a.node, lk.b.node):
-                    other = lk.other(name).node
-                    if other in machine_of:
-                        towards[machine_of[other]] = towards.get(machine_of[other], 0.0) + loads[i] + 1e-9
+            for i in links_at.get(name, ()):
+                other = topo.links[i].other(name).node
+                if other in machine_of:
+                    towards[machine_of[other]] = towards.get(machine_of[other], 0.0) + loads[i] + 1e-9
             if not towards and not (len(pending) == 1 or (not placed_any and name == pending[-1])):
                 continue  # wait for a neighbour to be placed
             room = [m for m in machines.names if switches_on[m] < quota[m]] or list(machines.names)

@@ -11,7 +11,10 @@ from typing import Any
 from controller.cluster.machines import Machine, Machines, machines_from_dict
 from controller.errors import ConfigError
 
-__all__ = ["SSH_BASE", "cluster_of", "ssh_argv", "ssh_options"]
+__all__ = ["CLUSTER_PARAM", "SSH_BASE", "cluster_of", "ssh_argv", "ssh_options"]
+
+#: the live topology's parameter holding the machines and each node's machine
+CLUSTER_PARAM = "cluster"
 
 #: the cluster edition's SSH options, without its ``-tt`` (a terminal would echo a protocol's input)
 SSH_BASE = ("ssh", "-q", "-o", "BatchMode=yes", "-o", "ForwardAgent=yes")
@@ -49,10 +52,10 @@ def ssh_argv(machine: Machine, machines: Machines, command: Sequence[str], *, tt
 
 def cluster_of(params: Mapping[str, Any], where: str) -> tuple[Machines, dict[str, str]] | None:
     """A live topology's machines and each node's machine (None: a fabric on one machine)."""
-    raw = params.get("cluster")
+    raw = params.get(CLUSTER_PARAM)
     if raw is None:
         return None
     if not isinstance(raw, dict) or not isinstance(raw.get("machine_of"), dict):
-        raise ConfigError(where, "params.cluster", raw, "expected the machines and machine_of of a cluster fabric")
+        raise ConfigError(where, f"params.{CLUSTER_PARAM}", raw, "expected the machines and machine_of of a cluster fabric")
     machines = machines_from_dict({k: v for k, v in raw.items() if k != "machine_of"}, source=where)
     return machines, {str(k): str(v) for k, v in raw["machine_of"].items()}

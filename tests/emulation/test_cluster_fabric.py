@@ -7,6 +7,7 @@ after SIGTERM, or after the coordinator is killed outright."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -48,13 +49,13 @@ def machines_file(stand_ins, count: int) -> Path:
 
 
 def assert_nothing_left(stand_ins, timeout_s: float = 30.0) -> None:
-    """Every stand-in runs only its sshd listener again, and holds only lo and eth0."""
+    """Every stand-in runs only its sshd again (its sessions' processes are sshd too), and holds
+    only lo and eth0."""
     deadline = time.monotonic() + timeout_s
     while True:
         left = {}
         for i in range(stand_ins.count):
-            procs = [p for p in stand_ins.pids(i) if "[listener]" not in Path(f"/proc/{p}/cmdline").read_text(
-                errors="replace").replace("\0", " ") and "sshd" not in _comm(p)]
+            procs = [p for p in stand_ins.pids(i) if _comm(p) not in ("sshd", None)]
             links = subprocess.run(["ip", "-n", stand_ins.namespace(i), "-o", "link"], capture_output=True,
                                    text=True).stdout
             names = [line.split(":")[1].strip().split("@")[0] for line in links.splitlines()]
@@ -68,11 +69,12 @@ def assert_nothing_left(stand_ins, timeout_s: float = 30.0) -> None:
         time.sleep(0.5)
 
 
-def _comm(pid: int) -> str:
+def _comm(pid: int) -> str | None:
+    """A process's command name (None: it exited meanwhile)."""
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
-        return "sshd"  # gone meanwhile
+        return None
 
 
 def _cmdline(pid: int) -> str:
@@ -82,6 +84,25 @@ def _cmdline(pid: int) -> str:
         return f"{pid} (gone)"
 
 
+@contextlib.contextmanager
+def fabric_up(stand_ins, machines: int, topology: str, target: str,
+              tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, str]]]:
+    """``mlfabric fabric up TOPOLOGY --cluster`` on the first ``machines`` stand-ins, published
+    in this test's own state folder, for the ``with`` body (the CLI's environment with it); a
+    process the body did not end is killed after it."""
+    env = {**os.environ, "MLFABRIC_STATE_DIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "fabric", "up", topology, "--target", target,
+                             "--cluster", str(machines_file(stand_ins, machines)), "--run-dir", str(tmp_path / "run")],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_until_published(proc, tmp_path / "current-fabric.yaml", timeout=120)
+        yield proc, env
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def _cli(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "controller.cli", *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=timeout)
@@ -89,13 +110,7 @@ def _cli(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.Com
 
 def test_fabric_up_across_two_machines_works_with_the_cli_and_sigterm_leaves_nothing(stand_ins, target_name: str,
                                                                                       tmp_path: Path) -> None:
-    env = {**os.environ, "MLFABRIC_STATE_DIR": str(tmp_path)}
-    machines = machines_file(stand_ins, 2)
-    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "fabric", "up", "topologies/rail-only-4x4.yaml",
-                             "--target", target_name, "--cluster", str(machines), "--run-dir", str(tmp_path / "run")],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_until_published(proc, tmp_path / "current-fabric.yaml", timeout=120)
+    with fabric_up(stand_ins, 2, "topologies/rail-only-4x4.yaml", target_name, tmp_path) as (proc, env):
         status = json.loads(_cli(env, "fabric", "status", "--json").stdout)
         switches = {s["switch"]: s for s in status["switches"]}
         assert all(s["reachable"] for s in switches.values()), switches
@@ -135,7 +150,6 @@ def test_fabric_up_across_two_machines_works_with_the_cli_and_sigterm_leaves_not
         removed = _cli(env, "mirror", "remove", str(mirror_job), "--json")
         assert removed.returncode == 0 and json.loads(removed.stdout)["deleted"] > 0, removed.stderr
         assert json.loads(_cli(env, "mirror", "show", str(mirror_job), "--json").stdout)["missing"] > 0
-    finally:
         proc.send_signal(signal.SIGTERM)
         out = proc.communicate(timeout=90)[0]
     assert proc.returncode == 0 and "torn down" in out, out[-2000:]
@@ -146,34 +160,17 @@ def test_fabric_up_across_two_machines_works_with_the_cli_and_sigterm_leaves_not
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
 def test_sigint_and_sighup_tear_down_every_machine(stand_ins, target_name: str, tmp_path: Path,
                                                    sig: signal.Signals) -> None:
-    env = {**os.environ, "MLFABRIC_STATE_DIR": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "fabric", "up", "topologies/rail-only-4x4.yaml",
-                             "--target", target_name, "--cluster", str(machines_file(stand_ins, 2)),
-                             "--run-dir", str(tmp_path / "run")], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_until_published(proc, tmp_path / "current-fabric.yaml", timeout=120)
+    with fabric_up(stand_ins, 2, "topologies/rail-only-4x4.yaml", target_name, tmp_path) as (proc, _):
         proc.send_signal(sig)  # SIGTERM: the CLI test above
         out = proc.communicate(timeout=90)[0]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 0 and "torn down" in out, out[-2000:]
     assert_nothing_left(stand_ins, timeout_s=5)
 
 
 def test_a_killed_coordinator_leaves_nothing_on_any_machine(stand_ins, target_name: str, tmp_path: Path) -> None:
-    env = {**os.environ, "MLFABRIC_STATE_DIR": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "fabric", "up", "topologies/rail-only-4x4.yaml",
-                             "--target", target_name, "--cluster", str(machines_file(stand_ins, 2)),
-                             "--run-dir", str(tmp_path / "run")], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        wait_until_published(proc, tmp_path / "current-fabric.yaml", timeout=120)
-    finally:
+    with fabric_up(stand_ins, 2, "topologies/rail-only-4x4.yaml", target_name, tmp_path) as (proc, _):
         proc.kill()  # no teardown of its own: each machine's part sees its SSH session end
-        proc.wait()
+        proc.communicate()
     assert_nothing_left(stand_ins, timeout_s=30)
 
 
@@ -234,13 +231,7 @@ def test_the_rail_only_experiment_across_two_machines_holds_on_every_machine(sta
                                                           "openmpi-bin)")
 def test_launch_runs_open_mpi_and_plain_ranks_on_a_fat_tree_over_three_machines(stand_ins, target_name: str,
                                                                                 tmp_path: Path) -> None:
-    env = {**os.environ, "MLFABRIC_STATE_DIR": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "fabric", "up", "topologies/rail-fat-tree-4x4.yaml",
-                             "--target", target_name, "--cluster", str(machines_file(stand_ins, 3)),
-                             "--run-dir", str(tmp_path / "run")], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_until_published(proc, tmp_path / "current-fabric.yaml", timeout=120)
+    with fabric_up(stand_ins, 3, "topologies/rail-fat-tree-4x4.yaml", target_name, tmp_path) as (proc, env):
         hosts = json.loads(_cli(env, "host", "list", "--json").stdout)["hosts"]
         assert len({h["machine"] for h in hosts}) == 3
         # Open MPI: mpirun in s0's host on its machine, each other host's daemon started over SSH on its own
@@ -259,7 +250,6 @@ def test_launch_runs_open_mpi_and_plain_ranks_on_a_fat_tree_over_three_machines(
         rows = sorted(line.split("] ", 1)[1].split() for line in done.stdout.splitlines() if line.startswith("["))
         assert len(rows) == 16
         assert all(nics == ",".join(f"{host}-eth{i}" for i in range(4)) for _, host, nics in rows), rows
-    finally:
         proc.send_signal(signal.SIGTERM)
         out = proc.communicate(timeout=90)[0]
     assert proc.returncode == 0, out[-2000:]
@@ -314,20 +304,10 @@ def test_the_dashboard_reads_a_fabric_across_machines_on_its_machines(stand_ins,
 
 def test_a_machine_lost_mid_run_brings_the_fabric_down_and_is_cleaned(stand_ins, target_name: str,
                                                                       tmp_path: Path) -> None:
-    env = {**os.environ, "MLFABRIC_STATE_DIR": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "fabric", "up", "topologies/rail-only-4x4.yaml",
-                             "--target", target_name, "--cluster", str(machines_file(stand_ins, 2)),
-                             "--run-dir", str(tmp_path / "run")], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_until_published(proc, tmp_path / "current-fabric.yaml", timeout=120)
+    with fabric_up(stand_ins, 2, "topologies/rail-only-4x4.yaml", target_name, tmp_path) as (proc, _):
         (part,) = [p for p in stand_ins.pids(1) if "mlfabric_emulation.machine_part" in _cmdline(p)]
         os.kill(part, signal.SIGKILL)  # no teardown of its own: its hosts, switches and links stay behind
         out = proc.communicate(timeout=90)[0]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 1 and "machine m1 lost" in out, out[-2000:]
     assert "clean-net there: removed" in out, out[-2000:]  # it had left its switches and their links
     assert_nothing_left(stand_ins, timeout_s=30)  # m0's part tore down; m1's leftovers cleaned over SSH
