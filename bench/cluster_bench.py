@@ -103,4 +103,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from controller.experiments.results import interrupt_on_signals
+
+    with interrupt_on_signals():  # SIGTERM/SIGHUP unwind the fabrics and the stand-ins too
+        sys.exit(main(sys.argv[1:]))
